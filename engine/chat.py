@@ -1,0 +1,144 @@
+"""Chat templates, rendered in jinja2's sandbox; text made from tokens; stop strings.
+
+A chat template ships inside the model file, so it is untrusted code: it runs only in
+jinja2's ImmutableSandboxedEnvironment, and any attempt to reach outside is an error.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+
+from engine.errors import ChatTemplateError
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # "system", "user" or "assistant"
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+def _raise(message: str) -> None:
+    raise jinja2.TemplateError(message)
+
+
+def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False, **_: Any) -> str:
+    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+class ChatTemplate:
+    """A model's chat template, compiled once in the sandbox."""
+
+    def __init__(self, source: str | None, bos_token: str = "", eos_token: str = "") -> None:
+        self.is_fallback = not source
+        self.source = source or CHATML_TEMPLATE
+        self.bos_token, self.eos_token = bos_token, eos_token
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+        env.policies["json.dumps_function"] = json.dumps
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise
+        env.globals["strftime_now"] = _strftime_now
+        try:
+            self._template = env.from_string(self.source)
+        except jinja2.TemplateSyntaxError as exc:
+            raise ChatTemplateError(f"The model's chat template does not parse (line {exc.lineno}: {exc.message}).") from exc
+
+    def render(self, messages: list[Message], thinking: bool = False, add_generation_prompt: bool = True) -> str:
+        """The conversation as the model expects to read it, ready for the reply."""
+        try:
+            return self._template.render(
+                messages=[m.as_dict() for m in messages],
+                add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                enable_thinking=thinking,
+            )
+        except SecurityError as exc:
+            raise ChatTemplateError(
+                f"The model's chat template tried to reach outside its sandbox and was stopped ({exc})."
+            ) from exc
+        except Exception as exc:  # a template is arbitrary code: any failure is the template's
+            raise ChatTemplateError(f"The model's chat template failed: {exc}") from exc
+
+
+class TextStream:
+    """Token bytes in, whole UTF-8 characters out: a character split across tokens waits."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, piece: bytes) -> str:
+        return self._decoder.decode(piece)
+
+    def flush(self) -> str:
+        return self._decoder.decode(b"", final=True)
+
+
+class StopMatcher:
+    """Finds stop strings in streamed tokens, holding back tokens whose text may begin one.
+
+    Items are anything with a `.text`; an item is released only when no stop string can
+    still start inside it. When a stop string completes, the items it touches are dropped.
+    """
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self.stops = tuple(s for s in stops if s)
+        self.held: list = []
+        self._text = ""
+
+    def push(self, item) -> tuple[list, bool]:
+        """Add an item; return (items now safe to release, whether a stop string completed)."""
+        if not self.stops:
+            return [item], False
+        self.held.append(item)
+        self._text += item.text
+        cut = min((self._text.index(s) for s in self.stops if s in self._text), default=-1)
+        if cut >= 0:
+            released = self._release(cut)
+            self.held, self._text = [], ""
+            return released, True
+        return self._release(len(self._text) - self._pending()), False
+
+    def flush(self) -> list:
+        """The stream ended with no stop: everything held is the model's text."""
+        released, self.held, self._text = self.held, [], ""
+        return released
+
+    def _pending(self) -> int:
+        """Length of the longest tail of the held text that begins some stop string."""
+        best = 0
+        for stop in self.stops:
+            for n in range(min(len(stop) - 1, len(self._text)), best, -1):
+                if self._text.endswith(stop[:n]):
+                    best = n
+                    break
+        return best
+
+    def _release(self, upto: int) -> list:
+        released, used = [], 0
+        while self.held and used + len(self.held[0].text) <= upto:
+            item = self.held.pop(0)
+            used += len(item.text)
+            released.append(item)
+        self._text = self._text[used:]
+        return released

@@ -1,0 +1,166 @@
+"""What the engine streams: one event per token, one per round, one at the end."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class TokenKind(enum.Enum):
+    """Where an emitted token came from."""
+
+    ACCEPTED = "accepted"  # drafted, and the target agreed
+    REPLACED = "replaced"  # the target's own token where it rejected a draft
+    BONUS = "bonus"  # the target's extra token after every draft was accepted
+    PLAIN = "plain"  # speculation off: one target pass, one token
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEvent:
+    """One emitted token."""
+
+    token_id: int
+    text: str  # whole UTF-8 characters only; may be "" while a character is incomplete
+    kind: TokenKind
+    round_index: int
+    position: int  # 0-based position of the token within its round
+    target_prob: float  # the target's probability of this token
+    draft_prob: float | None = None  # the drafter's, where it has a distribution
+    rejected_id: int | None = None  # for REPLACED: the draft the target refused
+    rejected_text: str | None = None
+    # (token id, probability) of the most likely tokens, when asked for (teaching, replays)
+    target_top: tuple[tuple[int, float], ...] = ()
+    draft_top: tuple[tuple[int, float], ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "type": "token",
+            "token_id": self.token_id,
+            "text": self.text,
+            "kind": self.kind.value,
+            "round": self.round_index,
+            "position": self.position,
+            "target_prob": self.target_prob,
+            "draft_prob": self.draft_prob,
+            "rejected_id": self.rejected_id,
+            "rejected_text": self.rejected_text,
+            "target_top": [list(t) for t in self.target_top],
+            "draft_top": [list(t) for t in self.draft_top],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RoundEvent:
+    """One speculative round, emitted after its tokens."""
+
+    round_index: int
+    drafted: int
+    accepted: int
+    draft_ms: float
+    verify_ms: float
+    commit_ms: float  # the accept walk and the rewind of both caches
+    rewind_ms: float  # the part of commit_ms spent rewinding
+    overhead_ms: float  # time outside llama.cpp calls: Python's share of the round
+    draft_tokens: tuple[int, ...] = ()
+
+    @property
+    def total_ms(self) -> float:
+        return self.draft_ms + self.verify_ms + self.commit_ms
+
+    def to_json(self) -> dict:
+        return {
+            "type": "round",
+            "round": self.round_index,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "draft_ms": self.draft_ms,
+            "verify_ms": self.verify_ms,
+            "commit_ms": self.commit_ms,
+            "rewind_ms": self.rewind_ms,
+            "overhead_ms": self.overhead_ms,
+            "draft_tokens": list(self.draft_tokens),
+        }
+
+
+class FinishReason(enum.Enum):
+    EOG = "eog"  # the model ended its turn
+    MAX_TOKENS = "max_tokens"
+    STOP_STRING = "stop_string"
+    CANCELLED = "cancelled"
+    CONTEXT_FULL = "context_full"
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """Totals for one reply; the last event of a stream."""
+
+    prompt_tokens: int  # tokens prefilled for this reply (new tokens only in a follow-up)
+    prefill_s: float
+    generated_tokens: int
+    decode_s: float
+    rounds: int
+    depth: int
+    drafted: int
+    accepted: int
+    acceptance_per_position: tuple[float, ...]  # accepted at i / rounds that drafted i
+    drafted_per_position: tuple[int, ...]
+    accepted_per_position: tuple[int, ...]
+    draft_s: float
+    verify_s: float
+    commit_s: float
+    rewind_s: float
+    overhead_s: float
+    finish_reason: FinishReason
+    message: str = ""  # a sentence for the user where the finish needs one
+    text: str = ""
+    token_ids: tuple[int, ...] = field(default=(), repr=False)
+
+    @property
+    def decode_tps(self) -> float:
+        return self.generated_tokens / self.decode_s if self.decode_s > 0 else 0.0
+
+    @property
+    def end_to_end_tps(self) -> float:
+        total = self.prefill_s + self.decode_s
+        return self.generated_tokens / total if total > 0 else 0.0
+
+    @property
+    def acceptance(self) -> float:
+        """Accepted drafts over drafted tokens, all positions together."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """Tokens emitted per round: accepted drafts plus the target's own token."""
+        return self.generated_tokens / self.rounds if self.rounds else 0.0
+
+    def to_json(self) -> dict:
+        return {
+            "type": "stats",
+            "prompt_tokens": self.prompt_tokens,
+            "prefill_s": self.prefill_s,
+            "generated_tokens": self.generated_tokens,
+            "decode_s": self.decode_s,
+            "decode_tps": self.decode_tps,
+            "end_to_end_tps": self.end_to_end_tps,
+            "rounds": self.rounds,
+            "depth": self.depth,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance": self.acceptance,
+            "acceptance_per_position": list(self.acceptance_per_position),
+            "drafted_per_position": list(self.drafted_per_position),
+            "accepted_per_position": list(self.accepted_per_position),
+            "mean_accepted_length": self.mean_accepted_length,
+            "draft_s": self.draft_s,
+            "verify_s": self.verify_s,
+            "commit_s": self.commit_s,
+            "rewind_s": self.rewind_s,
+            "overhead_s": self.overhead_s,
+            "finish_reason": self.finish_reason.value,
+            "message": self.message,
+            "token_ids": list(self.token_ids),
+        }
+
+
+Event = TokenEvent | RoundEvent | RunStats

@@ -1,0 +1,350 @@
+"""The llama.cpp binding: load a model, decode a batch, read logits, rewind.
+
+Everything here goes through llama-cpp-python's low-level ctypes API. One model and one
+context per role; one batch allocated up front and reused; logits read as numpy views of
+llama.cpp's own buffer, never copied.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import llama_cpp.llama_cpp as llama
+from engine.errors import ContextFullError, ModelFileError, RuntimeFailure
+from engine.gguf import GGUFInfo, read_gguf
+
+_log_lock = threading.Lock()
+_log_state = {"verbose": False, "recent": []}
+_backend_ready = False
+
+
+@llama.llama_log_callback
+def _log_callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+    message = text.decode("utf-8", errors="replace")
+    if _log_state["verbose"]:
+        os.write(2, text)
+    if level in (2, 3):  # warnings and errors are kept to explain a failed load
+        recent = _log_state["recent"]
+        recent.append(message.strip())
+        del recent[:-20]
+
+
+def set_verbose(verbose: bool) -> None:
+    """Show llama.cpp's own logging on stderr (off by default)."""
+    _log_state["verbose"] = verbose
+
+
+def _init_backend() -> None:
+    global _backend_ready
+    with _log_lock:
+        if not _backend_ready:
+            llama.llama_log_set(_log_callback, ctypes.c_void_p(0))
+            llama.llama_backend_init()
+            _backend_ready = True
+
+
+def default_threads() -> int:
+    """Threads for decoding: every core up to 8 (past that, memory bandwidth rules)."""
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How a model is loaded and run."""
+
+    n_ctx: int = 4096
+    n_batch: int = 512  # prompt tokens per prefill batch
+    n_threads: int = 0  # 0: default_threads()
+    gpu_layers: int = -1  # -1: every layer (Metal on Apple Silicon)
+    # Exact: no CPU weight repacking, so a batch of rows computes each row exactly as a
+    # single-row pass would and speculation cannot change greedy output. Off is faster on
+    # some CPUs, and may change the text speculation produces. Labelled "fast".
+    exact: bool = True
+
+    @property
+    def threads(self) -> int:
+        return self.n_threads or default_threads()
+
+    @property
+    def mode(self) -> str:
+        return "exact" if self.exact else "fast"
+
+
+class Model:
+    """A loaded GGUF model: weights, vocabulary and metadata."""
+
+    def __init__(self, path: str | Path, options: RuntimeOptions | None = None, vocab_only: bool = False):
+        self.options = options or RuntimeOptions()
+        self.path = Path(path).expanduser()
+        self.info: GGUFInfo = read_gguf(self.path)
+        _init_backend()
+        params = llama.llama_model_default_params()
+        params.n_gpu_layers = self.options.gpu_layers
+        params.use_extra_bufts = not self.options.exact
+        params.vocab_only = vocab_only
+        _log_state["recent"].clear()
+        ptr = llama.llama_model_load_from_file(str(self.path).encode(), params)
+        if not ptr:
+            reason = "; ".join(line for line in _log_state["recent"] if line) or "no reason given"
+            raise ModelFileError(f"llama.cpp could not load {self.path.name}: {reason}")
+        self.ptr = ptr
+        self.vocab = llama.llama_model_get_vocab(ptr)
+        self.n_vocab: int = llama.llama_vocab_n_tokens(self.vocab)
+        self.vocab_type: int = llama.llama_vocab_type(self.vocab)
+        self.bos: int = llama.llama_vocab_bos(self.vocab)
+        self.eos: int = llama.llama_vocab_eos(self.vocab)
+        self.add_bos: bool = bool(llama.llama_vocab_get_add_bos(self.vocab))
+        self.add_eos: bool = bool(llama.llama_vocab_get_add_eos(self.vocab))
+        self.n_ctx_train: int = llama.llama_model_n_ctx_train(ptr)
+        self.vocab_only = vocab_only
+        self._pieces: dict[int, bytes] = {}
+        self._piece_buf = ctypes.create_string_buffer(256)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def describe(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        llama.llama_model_desc(self.ptr, buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace")
+
+    def size_bytes(self) -> int:
+        return int(llama.llama_model_size(self.ptr))
+
+    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        """Text to token ids. Special tokens such as <|im_start|> are parsed by default."""
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        buf = (llama.llama_token * cap)()
+        n = llama.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:
+            cap = -n
+            buf = (llama.llama_token * cap)()
+            n = llama.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """The bytes a token stands for (special tokens render as nothing)."""
+        cached = self._pieces.get(token)
+        if cached is None:
+            n = llama.llama_token_to_piece(self.vocab, token, self._piece_buf, len(self._piece_buf), 0, False)
+            if n < 0:
+                big = ctypes.create_string_buffer(-n)
+                n = llama.llama_token_to_piece(self.vocab, token, big, -n, 0, False)
+                cached = big.raw[:n]
+            else:
+                cached = self._piece_buf.raw[:n]
+            self._pieces[token] = cached
+        return cached
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary's own spelling of a token (as stored, e.g. 'Ġthe')."""
+        raw = llama.llama_vocab_get_text(self.vocab, token)
+        return raw.decode("utf-8", errors="replace") if raw else ""
+
+    def display(self, token: int) -> str:
+        """A token as a person reads it: its text, or its vocabulary spelling if special."""
+        text = self.piece(token).decode("utf-8", errors="replace")
+        return text if text else self.token_text(token)
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama.llama_vocab_is_eog(self.vocab, token))
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = llama.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+
+    def close(self) -> None:
+        if getattr(self, "ptr", None):
+            llama.llama_model_free(self.ptr)
+            self.ptr = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Context:
+    """One inference context on a model: its KV cache, one reusable batch, timing."""
+
+    def __init__(self, model: Model, options: RuntimeOptions | None = None, max_rows: int = 1):
+        if model.vocab_only:
+            raise ValueError("a vocabulary-only model cannot decode")
+        self.model = model
+        self.options = options or model.options
+        params = llama.llama_context_default_params()
+        params.n_ctx = self.options.n_ctx
+        params.n_batch = max(self.options.n_batch, max_rows)
+        params.n_ubatch = params.n_batch
+        params.n_seq_max = 1
+        # Rows with logits in one batch: 1 + the deepest draft this context will verify.
+        params.n_outputs_max = max_rows
+        params.n_outputs_max_per_seq = max_rows
+        params.n_threads = self.options.threads
+        params.n_threads_batch = self.options.threads
+        params.no_perf = True
+        ptr = llama.llama_init_from_model(model.ptr, params)
+        if not ptr:
+            reason = "; ".join(_log_state["recent"]) or "out of memory?"
+            raise RuntimeFailure(f"llama.cpp could not create a context for {model.path.name}: {reason}")
+        self.ptr = ptr
+        self.memory = llama.llama_get_memory(ptr)
+        self.n_ctx: int = llama.llama_n_ctx(ptr)
+        self.capacity = int(params.n_batch)
+        self.max_rows = max_rows
+        self._logits_address = 0
+        self._logits = np.empty((0, model.n_vocab), dtype=np.float32)
+        self._batch = llama.llama_batch_init(self.capacity, 0, 1)
+        b = self._batch
+        self._tokens = np.ctypeslib.as_array(b.token, shape=(self.capacity,))
+        self._pos = np.ctypeslib.as_array(b.pos, shape=(self.capacity,))
+        self._want = np.ctypeslib.as_array(b.logits, shape=(self.capacity,))
+        n_seq = np.ctypeslib.as_array(b.n_seq_id, shape=(self.capacity,))
+        n_seq[:] = 1
+        for i in range(self.capacity):
+            b.seq_id[i][0] = 0
+        self.tokens: list[int] = []  # what the KV cache holds, position by position
+        self.decode_s = 0.0  # time inside llama_decode and logits access, for overhead accounting
+        self._check_rewind()
+
+    def _check_rewind(self) -> None:
+        """A model whose memory cannot drop a suffix (recurrent state) cannot speculate."""
+        if llama.llama_model_is_recurrent(self.model.ptr) or llama.llama_model_is_hybrid(self.model.ptr):
+            self.can_rewind = False
+        else:
+            self.can_rewind = True
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def decode(self, tokens: list[int], all_logits: bool) -> np.ndarray:
+        """Decode tokens at the next positions; return the logits rows as a view.
+
+        With all_logits every row has logits (a verify pass), else only the last.
+        The returned array is valid until the next decode.
+        """
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("nothing to decode")
+        if not self.ptr:
+            raise RuntimeFailure("this model context was closed")
+        if all_logits and n > self.max_rows:
+            raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
+        if self.n_past + n > self.n_ctx:
+            raise ContextFullError(
+                f"the context window is full ({self.n_ctx:,} tokens): start a new conversation "
+                "or load the model with a larger context."
+            )
+        logits = None
+        start = 0
+        while start < n:
+            chunk = tokens[start : start + self.capacity]
+            m = len(chunk)
+            last_chunk = start + m == n
+            self._tokens[:m] = chunk
+            past = len(self.tokens)
+            self._pos[:m] = np.arange(past, past + m, dtype=np.int32)
+            self._want[:m] = 1 if all_logits else 0
+            if last_chunk:
+                self._want[m - 1] = 1
+            self._batch.n_tokens = m
+            t0 = time.perf_counter()
+            rc = llama.llama_decode(self.ptr, self._batch)
+            if rc != 0:
+                self.decode_s += time.perf_counter() - t0
+                if rc == 1:
+                    raise ContextFullError(
+                        f"no room left in the context window ({self.n_ctx:,} tokens): start a new conversation."
+                    )
+                raise RuntimeFailure(f"llama.cpp failed to decode a batch of {m} tokens (code {rc}).")
+            self.tokens.extend(chunk)
+            if last_chunk:
+                logits = self._logits_view()[: m if all_logits else 1]
+            self.decode_s += time.perf_counter() - t0
+            start += m
+        assert logits is not None
+        return logits
+
+    def _logits_view(self) -> np.ndarray:
+        """llama.cpp's logits buffer as an array; rebuilt only if the buffer moves."""
+        ptr = llama.llama_get_logits(self.ptr)
+        address = ctypes.addressof(ptr.contents)
+        if address != self._logits_address:
+            self._logits = np.ctypeslib.as_array(ptr, shape=(self.max_rows, self.model.n_vocab))
+            self._logits_address = address
+        return self._logits
+
+    def rewind(self, keep: int) -> None:
+        """Forget every position from `keep` on (llama_memory_seq_rm)."""
+        if keep >= len(self.tokens):
+            return
+        if not self.ptr:
+            raise RuntimeFailure("this model context was closed")
+        t0 = time.perf_counter()
+        ok = llama.llama_memory_seq_rm(self.memory, 0, keep, -1)
+        self.decode_s += time.perf_counter() - t0
+        if not ok:
+            raise RuntimeFailure(
+                f"{self.model.path.name} cannot rewind its cache, so it cannot be used for speculation."
+            )
+        del self.tokens[keep:]
+
+    def sync(self, tokens: list[int]) -> int:
+        """Make the cache hold exactly `tokens`, keeping the longest common prefix.
+
+        Returns how many tokens had to be decoded.
+        """
+        same = common_prefix(self.tokens, tokens)
+        self.rewind(same)
+        rest = tokens[same:]
+        if rest:
+            self.decode(rest, all_logits=False)
+        return len(rest)
+
+    def clear(self) -> None:
+        llama.llama_memory_clear(self.memory, True)
+        self.tokens.clear()
+
+    def close(self) -> None:
+        if getattr(self, "ptr", None):
+            llama.llama_batch_free(self._batch)
+            llama.llama_free(self.ptr)
+            self.ptr = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # the answer is in [lo, hi): halve on slice comparisons, which run in C
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def runtime_version() -> str:
+    """llama-cpp-python's version and llama.cpp's system info, for cache keys and reports."""
+    import llama_cpp
+
+    return f"llama-cpp-python {llama_cpp.__version__}"
+
+
+def system_info() -> str:
+    _init_backend()
+    return llama.llama_print_system_info().decode("utf-8", errors="replace").strip()

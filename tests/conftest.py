@@ -1,0 +1,65 @@
+"""Shared fixtures: the real models, found in the user cache (`make test` puts them there)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from engine import catalog
+from engine.errors import ModelNotAvailable
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+PROMPTS = {
+    "code": "Write a bubble sort in C++.",
+    "prose": "Write a short travel blog paragraph about a morning in Lisbon.",
+    "arithmetic": "A shop sells pens at 3 dollars each. Ana buys 7 pens and pays with a 50 dollar note. "
+    "How much change does she get? Show the steps.",
+    "json": 'Return only a JSON object calling the function get_weather with arguments city="Paris" and unit="celsius".',
+}
+
+
+def _model_path(model: catalog.CatalogModel) -> Path:
+    try:
+        return catalog.resolve(model, download=False)
+    except ModelNotAvailable as exc:  # pragma: no cover - a set-up problem, said plainly
+        pytest.exit(f"{exc} (`make test` fetches the models first)", returncode=3)
+
+
+@pytest.fixture(scope="session")
+def target_path() -> Path:
+    return _model_path(catalog.DEFAULT_TARGET)
+
+
+@pytest.fixture(scope="session")
+def drafter_path() -> Path:
+    return _model_path(catalog.DEFAULT_DRAFTER)
+
+
+@pytest.fixture(scope="session")
+def smollm_path() -> Path:
+    return _model_path(catalog.SMOLLM2_135M)
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    return _model_path(catalog.GEMMA3_270M)
+
+
+@pytest.fixture(scope="session")
+def engine(target_path, drafter_path):
+    from engine import Engine
+
+    eng = Engine.load(target_path, drafter_path)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="session")
+def prompts(engine) -> dict[str, list[int]]:
+    """Each prompt rendered with the target's chat template, as token ids."""
+    from engine import Message
+
+    return {k: engine.tokenize_prompt(engine.render([Message("user", v)])) for k, v in PROMPTS.items()}

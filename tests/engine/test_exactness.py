@@ -1,0 +1,123 @@
+"""Greedy speculation must write exactly what the target alone writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import GenerationConfig, NgramDrafter, RoundEvent, RunStats, TokenEvent, TokenKind
+
+N_TOKENS = 48
+
+# The target's first tokens for the code prompt at depth 0: pins template rendering and
+# tokenization ("Certainly! Below is a simple implementation of the bubble sort").
+CODE_GOLDEN = [95456, 0, 21193, 374, 264, 4285, 8129, 315, 279, 23611, 3378, 12111]
+
+
+def run(engine, prompt, depth, **kw):
+    events = list(engine.stream(prompt, GenerationConfig(max_tokens=N_TOKENS, depth=depth, ignore_eog=True, **kw)))
+    return events, events[-1]
+
+
+@pytest.fixture(scope="module")
+def reference(engine, prompts):
+    return {name: run(engine, p, 0)[1].token_ids for name, p in prompts.items()}
+
+
+def test_code_prompt_starts_with_the_known_tokens(engine, reference):
+    assert list(reference["code"][: len(CODE_GOLDEN)]) == CODE_GOLDEN
+    text = "".join(engine.target.piece(t).decode() for t in reference["code"][:12])
+    assert text.startswith("Certainly! Below is")
+
+
+@pytest.mark.parametrize("name", ["code", "prose", "arithmetic", "json"])
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_draft_model_depths_match_depth_zero(engine, prompts, reference, name, depth):
+    events, stats = run(engine, prompts[name], depth)
+    assert stats.token_ids == reference[name]
+    assert [e.token_id for e in events if isinstance(e, TokenEvent)] == list(reference[name])
+    assert stats.drafted > 0
+
+
+@pytest.mark.parametrize("name", ["code", "prose", "arithmetic", "json"])
+def test_ngram_drafter_matches_depth_zero(engine, prompts, reference, name):
+    saved = engine.drafter
+    engine.drafter = NgramDrafter()  # swapped, not set_drafter(): that would close the model drafter
+    try:
+        _, stats = run(engine, prompts[name], 3)
+    finally:
+        engine.drafter = saved
+    assert stats.token_ids == reference[name]
+
+
+def test_depth_zero_yields_only_plain_tokens(engine, prompts):
+    events, stats = run(engine, prompts["code"], 0)
+    kinds = {e.kind for e in events if isinstance(e, TokenEvent)}
+    assert kinds == {TokenKind.PLAIN}
+    assert stats.rounds == stats.generated_tokens == N_TOKENS
+    assert stats.drafted == 0
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_provenance_grammar_and_statistics(engine, prompts, depth):
+    events, stats = run(engine, prompts["prose"], depth)
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    assert len(rounds) == stats.rounds
+    drafted_at = [0] * depth
+    accepted_at = [0] * depth
+    for r in rounds:
+        kinds = [t.kind for t in tokens if t.round_index == r.round_index]
+        positions = [t.position for t in tokens if t.round_index == r.round_index]
+        assert positions == list(range(len(kinds)))
+        if r.drafted == 0:
+            assert kinds == [TokenKind.PLAIN]
+            continue
+        # zero or more accepted, then exactly one replaced or bonus
+        assert kinds[:-1] == [TokenKind.ACCEPTED] * (len(kinds) - 1)
+        assert kinds[-1] is (TokenKind.BONUS if r.accepted == r.drafted else TokenKind.REPLACED)
+        assert len(kinds) == r.accepted + 1
+        for i in range(r.drafted):
+            drafted_at[i] += 1
+        for i in range(r.accepted):
+            accepted_at[i] += 1
+        replaced = [t for t in tokens if t.round_index == r.round_index and t.kind is TokenKind.REPLACED]
+        for t in replaced:
+            assert t.rejected_id == r.draft_tokens[t.position] != t.token_id
+    assert list(stats.drafted_per_position) == drafted_at
+    assert list(stats.accepted_per_position) == accepted_at
+    assert list(stats.acceptance_per_position) == [a / d for a, d in zip(accepted_at, drafted_at)]
+    assert stats.generated_tokens == len(tokens) == N_TOKENS
+    assert stats.mean_accepted_length == pytest.approx(N_TOKENS / stats.rounds)
+
+
+def test_probabilities_are_reported(engine, prompts):
+    events, _ = run(engine, prompts["code"], 2)
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    assert all(0.0 < t.target_prob <= 1.0 for t in tokens)
+    for t in tokens:
+        if t.kind in (TokenKind.ACCEPTED, TokenKind.REPLACED):
+            assert t.draft_prob is not None and 0.0 <= t.draft_prob <= 1.0
+        else:
+            assert t.draft_prob is None
+    # greedy: an accepted token is the drafter's argmax and the target's argmax
+    assert any(t.kind is TokenKind.ACCEPTED and t.draft_prob > 0.5 for t in tokens)
+
+
+def test_top_candidates_explain_the_verdict(engine, prompts):
+    events, _ = run(engine, prompts["prose"], 2, top_candidates=5)
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    for t in tokens:
+        assert len(t.target_top) == 5
+        assert t.target_top[0][0] == t.token_id  # greedy: the emitted token is the target's first choice
+        if t.kind is TokenKind.REPLACED:
+            assert t.draft_top[0][0] == t.rejected_id  # and the drafter's first choice was the draft
+        if t.kind is TokenKind.BONUS:
+            assert t.draft_top == ()
+
+
+def test_stats_are_consistent(engine, prompts):
+    _, stats = run(engine, prompts["json"], 2)
+    assert isinstance(stats, RunStats)
+    assert stats.decode_s >= stats.draft_s + stats.verify_s
+    assert stats.decode_tps > 0 and stats.end_to_end_tps < stats.decode_tps
+    assert 0 <= stats.overhead_s < stats.decode_s
