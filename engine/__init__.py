@@ -1,9 +1,9 @@
 """Draftlight's speculative-decoding engine: llama.cpp underneath, no Qt.
 
-    from engine import Engine, GenerationConfig
-    engine = Engine.load("default", "default")
-    for event in engine.session().send("Write a bubble sort in C++", GenerationConfig(depth=2)):
-        ...
+from engine import Engine, GenerationConfig
+engine = Engine.load("default", "default")
+for event in engine.session().send("Write a bubble sort in C++", GenerationConfig(depth=2)):
+    ...
 """
 
 from engine.chat import ChatTemplate, Message

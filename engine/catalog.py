@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import sys
@@ -224,6 +225,14 @@ def _tqdm_reporting(progress: Progress, label: str):
     from tqdm.auto import tqdm
 
     class Reporting(tqdm):
+        def __init__(self, *args, **kwargs):
+            # Older huggingface_hub releases pass their own `name`, which vanilla tqdm refuses,
+            # and disable=None, which silences a bar (and this report) off a terminal: the app.
+            kwargs.pop("name", None)
+            kwargs["disable"] = False
+            kwargs["file"] = io.StringIO()  # the Progress callback is the display, not tqdm's bar
+            super().__init__(*args, **kwargs)
+
         def update(self, n=1):
             out = super().update(n)
             if self.total:

@@ -46,6 +46,17 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """jinja2's immutable sandbox, where reaching for an unsafe attribute is an error.
+
+    jinja2 answers `''.__class__` with an undefined value that prints as nothing, so a
+    template that probes the sandbox would render on silently; here it stops.
+    """
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
+        raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe.")
+
+
 class ChatTemplate:
     """A model's chat template, compiled once in the sandbox."""
 
@@ -53,7 +64,7 @@ class ChatTemplate:
         self.is_fallback = not source
         self.source = source or CHATML_TEMPLATE
         self.bos_token, self.eos_token = bos_token, eos_token
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+        env = _Sandbox(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
         env.policies["json.dumps_function"] = json.dumps
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise
@@ -61,7 +72,9 @@ class ChatTemplate:
         try:
             self._template = env.from_string(self.source)
         except jinja2.TemplateSyntaxError as exc:
-            raise ChatTemplateError(f"The model's chat template does not parse (line {exc.lineno}: {exc.message}).") from exc
+            raise ChatTemplateError(
+                f"The model's chat template does not parse (line {exc.lineno}: {exc.message})."
+            ) from exc
 
     def render(self, messages: list[Message], thinking: bool = False, add_generation_prompt: bool = True) -> str:
         """The conversation as the model expects to read it, ready for the reply."""

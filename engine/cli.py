@@ -151,7 +151,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         ctx = Context(model, options, max_rows=args.rows)
         prompt = tokenize_prompt(model, template_for(model).render([Message("user", args.prompt)]))
         result = batch_invariance(ctx, prompt, rows=args.rows)
-        print(f"{options.mode:5} mode ({'no weight repacking' if exact else 'weight repacking allowed'}): {result.describe()}")
+        print(
+            f"{options.mode:5} mode ({'no weight repacking' if exact else 'weight repacking allowed'}): {result.describe()}"
+        )
         ctx.close()
         model.close()
     return 0
@@ -205,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from app.main import main as app_main
         except ImportError as exc:
-            print(f"draftlight: the app needs the GUI extra ({exc.name} is missing): pip install 'draftlight[gui]'", file=sys.stderr)
+            print(
+                f"draftlight: the app needs the GUI extra ({exc.name} is missing): pip install 'draftlight[gui]'",
+                file=sys.stderr,
+            )
             return 2
         return app_main(self_test=args.self_test, screenshot=args.screenshot)
     try:

@@ -9,7 +9,15 @@ from engine.runtime import Model
 VOCAB_SIZE_TOLERANCE = 128  # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 FIRST_CHECKED_TOKEN = 5  # llama.cpp's SPEC_VOCAB_CHECK_START_TOKEN_ID
 
-VOCAB_TYPES = {0: "none", 1: "SentencePiece (SPM)", 2: "byte-level BPE", 3: "WordPiece", 4: "Unigram", 5: "RWKV", 6: "PLaMo-2"}
+VOCAB_TYPES = {
+    0: "none",
+    1: "SentencePiece (SPM)",
+    2: "byte-level BPE",
+    3: "WordPiece",
+    4: "Unigram",
+    5: "RWKV",
+    6: "PLaMo-2",
+}
 
 
 @dataclass(frozen=True)

@@ -100,10 +100,7 @@ class ModelDrafter:
         for i in range(k):
             row = rows[i]
             np.copyto(row, logits[-1])
-            if sampler.greedy:
-                token = int(row.argmax())
-            else:
-                token = sampler.draw(sampler.distribution(row))
+            token = int(row.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(row))
             if p_min > 0.0 and _top_prob(row) < p_min:
                 break
             tokens.append(token)

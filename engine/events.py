@@ -48,6 +48,22 @@ class TokenEvent:
             "draft_top": [list(t) for t in self.draft_top],
         }
 
+    @classmethod
+    def from_json(cls, d: dict) -> TokenEvent:
+        return cls(
+            token_id=d["token_id"],
+            text=d["text"],
+            kind=TokenKind(d["kind"]),
+            round_index=d["round"],
+            position=d["position"],
+            target_prob=d["target_prob"],
+            draft_prob=d.get("draft_prob"),
+            rejected_id=d.get("rejected_id"),
+            rejected_text=d.get("rejected_text"),
+            target_top=tuple((int(t), float(p)) for t, p in d.get("target_top", ())),
+            draft_top=tuple((int(t), float(p)) for t, p in d.get("draft_top", ())),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RoundEvent:
@@ -80,6 +96,20 @@ class RoundEvent:
             "overhead_ms": self.overhead_ms,
             "draft_tokens": list(self.draft_tokens),
         }
+
+    @classmethod
+    def from_json(cls, d: dict) -> RoundEvent:
+        return cls(
+            round_index=d["round"],
+            drafted=d["drafted"],
+            accepted=d["accepted"],
+            draft_ms=d["draft_ms"],
+            verify_ms=d["verify_ms"],
+            commit_ms=d["commit_ms"],
+            rewind_ms=d["rewind_ms"],
+            overhead_ms=d["overhead_ms"],
+            draft_tokens=tuple(d.get("draft_tokens", ())),
+        )
 
 
 class FinishReason(enum.Enum):
@@ -160,7 +190,29 @@ class RunStats:
             "finish_reason": self.finish_reason.value,
             "message": self.message,
             "token_ids": list(self.token_ids),
+            "text": self.text,
         }
+
+    @classmethod
+    def from_json(cls, d: dict) -> RunStats:
+        names = {f for f in cls.__dataclass_fields__}
+        kw = {k: v for k, v in d.items() if k in names}
+        for k in ("acceptance_per_position", "drafted_per_position", "accepted_per_position", "token_ids"):
+            kw[k] = tuple(kw.get(k, ()))
+        kw["finish_reason"] = FinishReason(d["finish_reason"])
+        return cls(**kw)
 
 
 Event = TokenEvent | RoundEvent | RunStats
+
+
+def event_from_json(d: dict) -> Event:
+    """Read back one line of `draftlight chat --json` (or an app export)."""
+    kind = d.get("type")
+    if kind == "token":
+        return TokenEvent.from_json(d)
+    if kind == "round":
+        return RoundEvent.from_json(d)
+    if kind == "stats":
+        return RunStats.from_json(d)
+    raise ValueError(f"not an event line: type {kind!r}")

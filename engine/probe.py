@@ -29,8 +29,10 @@ class ProbeResult:
     def describe(self) -> str:
         if self.invariant:
             return f"batch-invariant: {self.rows} rows decoded one by one and as one batch give identical logits."
-        verdict = "argmaxes agree" if self.argmax_equal == self.rows else (
-            f"argmax differs in {self.rows - self.argmax_equal} of {self.rows} rows"
+        verdict = (
+            "argmaxes agree"
+            if self.argmax_equal == self.rows
+            else (f"argmax differs in {self.rows - self.argmax_equal} of {self.rows} rows")
         )
         return (
             f"not batch-invariant: {verdict}; largest logit difference {self.max_logit_diff:.3g}. "

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import llama_cpp.llama_cpp as llama
 import numpy as np
 
-import llama_cpp.llama_cpp as llama
 from engine.errors import ContextFullError, ModelFileError, RuntimeFailure
 from engine.gguf import GGUFInfo, read_gguf
 

@@ -97,7 +97,9 @@ def speculative_round(
     return Round(draft, verdict, t1 - t0, t2 - t1, t4 - t2, t4 - t3, llama_after - llama_before)
 
 
-def walk(draft: Draft, rows: np.ndarray, sampler: Sampler, keep_dists: bool = False, probabilities: bool = True) -> Verdict:
+def walk(
+    draft: Draft, rows: np.ndarray, sampler: Sampler, keep_dists: bool = False, probabilities: bool = True
+) -> Verdict:
     """Keep drafts while the target agrees; end with the target's own token.
 
     Greedy: a draft is kept while it is the target's argmax. Sampling: draft d is kept

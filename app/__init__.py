@@ -1,0 +1,1 @@
+"""Draftlight's desktop app: PySide6 and pyqtgraph over the engine's event stream."""

@@ -1,0 +1,211 @@
+"""Live charts: the figures (ChartModel, plain Python) and their drawing (ChartsPanel).
+
+The model takes every event as it arrives; the panel redraws from it on a timer at
+20 Hz, never per token, keeping its curve objects and calling setData.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QGridLayout, QWidget
+
+from app import palette
+from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind
+from engine.thermal import ThermalReading, ThermalState
+
+REFRESH_MS = 50
+STATE_LEVELS = (ThermalState.NOMINAL, ThermalState.FAIR, ThermalState.SERIOUS, ThermalState.CRITICAL)
+MAX_POSITIONS = 8
+RECENT_ROUNDS = 60
+
+
+@dataclass
+class ChartModel:
+    """Figures the charts draw, recomputable from the events alone.
+
+    x is decode time in seconds, summed over the session's rounds. Decode tokens/s at a
+    point is the current message's tokens over its round time so far.
+    """
+
+    decode_time: float = 0.0
+    tps: list[tuple[float, float]] = field(default_factory=list)
+    mean_length: list[tuple[float, float]] = field(default_factory=list)
+    message_drafted: list[int] = field(default_factory=lambda: [0] * MAX_POSITIONS)
+    message_accepted: list[int] = field(default_factory=lambda: [0] * MAX_POSITIONS)
+    session_drafted: list[int] = field(default_factory=lambda: [0] * MAX_POSITIONS)
+    session_accepted: list[int] = field(default_factory=lambda: [0] * MAX_POSITIONS)
+    rounds: deque = field(default_factory=lambda: deque(maxlen=RECENT_ROUNDS))  # (draft, verify, commit) ms
+    kinds: dict[TokenKind, int] = field(default_factory=lambda: dict.fromkeys(TokenKind, 0))
+    thermal: list[ThermalReading] = field(default_factory=list)
+    last_stats: RunStats | None = None
+    _message_tokens: int = 0
+    _message_time: float = 0.0
+    _message_rounds: int = 0
+    _pending_tokens: int = 0
+    version: int = 0  # bumped on every change, so the panel redraws only when needed
+
+    def begin_message(self) -> None:
+        self.message_drafted = [0] * MAX_POSITIONS
+        self.message_accepted = [0] * MAX_POSITIONS
+        self._message_tokens = self._message_rounds = self._pending_tokens = 0
+        self._message_time = 0.0
+        self.version += 1
+
+    def add(self, events: list) -> None:
+        for event in events:
+            if isinstance(event, TokenEvent):
+                self._pending_tokens += 1
+                self.kinds[event.kind] += 1
+            elif isinstance(event, RoundEvent):
+                self._add_round(event)
+            elif isinstance(event, RunStats):
+                self.last_stats = event
+        self.version += 1
+
+    def _add_round(self, r: RoundEvent) -> None:
+        seconds = r.total_ms / 1e3
+        self.decode_time += seconds
+        self._message_time += seconds
+        self._message_rounds += 1
+        self._message_tokens += self._pending_tokens
+        self._pending_tokens = 0
+        for i in range(min(r.drafted, MAX_POSITIONS)):
+            self.message_drafted[i] += 1
+            self.session_drafted[i] += 1
+        for i in range(min(r.accepted, MAX_POSITIONS)):
+            self.message_accepted[i] += 1
+            self.session_accepted[i] += 1
+        if self._message_time > 0:
+            self.tps.append((self.decode_time, self._message_tokens / self._message_time))
+        self.mean_length.append((self.decode_time, self._message_tokens / self._message_rounds))
+        self.rounds.append((r.draft_ms, r.verify_ms, r.commit_ms))
+
+    def add_thermal(self, reading: ThermalReading) -> None:
+        self.thermal.append(reading)
+        del self.thermal[:-600]
+        self.version += 1
+
+    @staticmethod
+    def _rates(accepted: list[int], drafted: list[int]) -> list[float]:
+        n = max((i + 1 for i, d in enumerate(drafted) if d), default=0)
+        return [accepted[i] / drafted[i] if drafted[i] else 0.0 for i in range(n)]
+
+    def message_acceptance(self) -> list[float]:
+        return self._rates(self.message_accepted, self.message_drafted)
+
+    def session_acceptance(self) -> list[float]:
+        return self._rates(self.session_accepted, self.session_drafted)
+
+
+class ChartsPanel(QWidget):
+    """Five small plots in a grid; redrawn from a ChartModel at 20 Hz."""
+
+    def __init__(self, model: ChartModel, parent=None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self._drawn = -1
+        dark = palette.is_dark()
+        pg.setConfigOptions(
+            antialias=True, background="#1e1e1e" if dark else "w", foreground="#d0d0d0" if dark else "#333"
+        )
+        layout = QGridLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+
+        self.tps_plot = self._plot("Decode tok/s", "decode time (s)", "tok/s")
+        self.tps_curve = self.tps_plot.plot(pen=pg.mkPen(palette.STROKES[TokenKind.ACCEPTED], width=2))
+
+        message_color, session_color = palette.STROKES[TokenKind.ACCEPTED], palette.STROKES[TokenKind.BONUS]
+        self.accept_plot = self._plot(
+            f"Acceptance <span style='color:{message_color}'>■msg</span> "
+            f"<span style='color:{session_color}'>■session</span>",
+            "draft position",
+            "accepted",
+        )
+        self.accept_plot.setYRange(0, 1.05)
+        self.accept_message = pg.BarGraphItem(x=[], height=[], width=0.38, brush=message_color)
+        self.accept_session = pg.BarGraphItem(x=[], height=[], width=0.38, brush=session_color)
+        self.accept_plot.addItem(self.accept_message)
+        self.accept_plot.addItem(self.accept_session)
+
+        self.length_plot = self._plot("Mean accepted length", "decode time (s)", "tokens/round")
+        self.length_curve = self.length_plot.plot(pen=pg.mkPen(palette.STROKES[TokenKind.BONUS], width=2))
+
+        parts = " ".join(f"<span style='color:{c}'>■{n}</span>" for n, c in palette.ROUND_PARTS.items())
+        self.split_plot = self._plot(f"Round {parts}", f"last {RECENT_ROUNDS} rounds", "ms")
+        self.split_bars = {
+            name: pg.BarGraphItem(x=[], height=[], y0=[], width=0.8, brush=color)
+            for name, color in palette.ROUND_PARTS.items()
+        }
+        for bars in self.split_bars.values():
+            self.split_plot.addItem(bars)
+
+        self.thermal_plot = self._plot("Thermal state", "time (s)", "state")
+        axis = self.thermal_plot.getAxis("left")
+        axis.setTicks([[(i, s.value) for i, s in enumerate(STATE_LEVELS)]])
+        self.thermal_plot.setYRange(-0.4, 3.4)
+        self.thermal_plot.setXRange(0, 60)
+        self.thermal_plot.setMaximumHeight(170)
+        self.thermal_state = self.thermal_plot.plot(pen=pg.mkPen("#ff7f0e", width=2))
+
+        layout.addWidget(self.tps_plot, 0, 0)
+        layout.addWidget(self.accept_plot, 0, 1)
+        layout.addWidget(self.length_plot, 1, 0)
+        layout.addWidget(self.split_plot, 1, 1)
+        layout.addWidget(self.thermal_plot, 2, 0, 1, 2)
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+        self.timer.start()
+
+    def _plot(self, title: str, xlabel: str, ylabel: str) -> pg.PlotWidget:
+        plot = pg.PlotWidget()
+        plot.setTitle(title, size="8pt")
+        plot.setLabel("bottom", xlabel)
+        plot.setLabel("left", ylabel)
+        plot.showGrid(x=True, y=True, alpha=0.2)
+        plot.setMinimumHeight(120)
+        plot.setMinimumWidth(180)
+        plot.setMenuEnabled(False)
+        return plot
+
+    def refresh(self) -> None:
+        m = self.model
+        if m.version == self._drawn:
+            return
+        self._drawn = m.version
+        if m.tps:
+            xs, ys = zip(*m.tps)
+            self.tps_curve.setData(xs, ys)
+        else:
+            self.tps_curve.setData([], [])
+        if m.mean_length:
+            xs, ys = zip(*m.mean_length)
+            self.length_curve.setData(xs, ys)
+        else:
+            self.length_curve.setData([], [])
+        message, session = m.message_acceptance(), m.session_acceptance()
+        self.accept_message.setOpts(x=np.arange(1, len(message) + 1) - 0.2, height=message)
+        self.accept_session.setOpts(x=np.arange(1, len(session) + 1) + 0.2, height=session)
+        rounds = np.array(m.rounds, dtype=float).reshape(-1, 3)
+        x = np.arange(len(rounds))
+        base = np.zeros(len(rounds))
+        for i, bars in enumerate(self.split_bars.values()):
+            bars.setOpts(x=x, height=rounds[:, i], y0=base.copy())
+            base += rounds[:, i]
+        if m.thermal:
+            t0 = m.thermal[0].timestamp
+            known = [r for r in m.thermal if r.state in STATE_LEVELS]
+            if known:
+                self.thermal_state.setData(
+                    [r.timestamp - t0 for r in known], [STATE_LEVELS.index(r.state) for r in known]
+                )
+            latest = m.thermal[-1].describe()
+            short = latest if len(latest) <= 60 else latest[:57] + "…"
+            self.thermal_plot.setTitle(f"Thermal: {short}", size="8pt")
+            self.thermal_plot.setToolTip(latest)

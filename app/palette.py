@@ -1,0 +1,79 @@
+"""Provenance colours: one palette for the transcript, the legends and the charts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+
+from engine.events import TokenKind
+
+KINDS = (TokenKind.ACCEPTED, TokenKind.REPLACED, TokenKind.BONUS, TokenKind.PLAIN)
+
+LABELS = {
+    TokenKind.ACCEPTED: "accepted",
+    TokenKind.REPLACED: "replaced",
+    TokenKind.BONUS: "bonus",
+    TokenKind.PLAIN: "plain",
+}
+
+EXPLANATIONS = {
+    TokenKind.ACCEPTED: "drafted, and the target agreed",
+    TokenKind.REPLACED: "the target's own token where it rejected a draft",
+    TokenKind.BONUS: "the target's extra token after every draft was accepted",
+    TokenKind.PLAIN: "one target pass, nothing drafted",
+}
+
+# Chart strokes: saturated, readable on light and dark plot backgrounds alike.
+STROKES = {
+    TokenKind.ACCEPTED: "#2ca02c",
+    TokenKind.REPLACED: "#d62728",
+    TokenKind.BONUS: "#1f77b4",
+    TokenKind.PLAIN: "#8c8c8c",
+}
+
+# Token backgrounds: opaque, so text stays readable and what is on screen can be checked.
+_LIGHT = {
+    TokenKind.ACCEPTED: "#c6efc6",
+    TokenKind.REPLACED: "#f7c1c1",
+    TokenKind.BONUS: "#c4dafc",
+    TokenKind.PLAIN: "#e9e9e9",
+}
+_DARK = {
+    TokenKind.ACCEPTED: "#1e5a30",
+    TokenKind.REPLACED: "#7a2b2b",
+    TokenKind.BONUS: "#23457a",
+    TokenKind.PLAIN: "#3c3c3c",
+}
+
+# Round-time parts in the stacked chart.
+ROUND_PARTS = {"draft": "#9467bd", "verify": "#ff7f0e", "commit": "#17becf"}
+
+
+@dataclass(frozen=True)
+class Palette:
+    dark: bool
+    backgrounds: dict[TokenKind, str]
+    text: str
+
+    def background(self, kind: TokenKind) -> QColor:
+        return QColor(self.backgrounds[kind])
+
+    def stroke(self, kind: TokenKind) -> QColor:
+        return QColor(STROKES[kind])
+
+    def describe(self) -> str:
+        return ", ".join(f"{LABELS[k]} {self.backgrounds[k]}" for k in KINDS)
+
+
+def is_dark() -> bool:
+    app = QGuiApplication.instance()
+    if app is None:
+        return False
+    window = app.palette().color(QPalette.ColorRole.Window)
+    return window.lightness() < 128
+
+
+def current() -> Palette:
+    dark = is_dark()
+    return Palette(dark, _DARK if dark else _LIGHT, "#f0f0f0" if dark else "#111111")

@@ -1,0 +1,65 @@
+"""Preferences in QSettings: read when the window opens, written when it closes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QByteArray, QSettings
+
+ORGANIZATION = "Draftlight"
+APPLICATION = "Draftlight"
+
+
+@dataclass
+class Preferences:
+    target: str = "default"
+    drafter: str = "default"
+    depth: int = 2  # -1: auto
+    temperature: float = 0.0
+    max_tokens: int = 512
+    thinking: bool = False
+    system_prompt: str = ""
+    recent_files: list[str] = field(default_factory=list)
+    geometry: QByteArray | None = None
+    splitter: QByteArray | None = None
+    last_conversation: int = 0
+
+
+def _settings() -> QSettings:
+    return QSettings(ORGANIZATION, APPLICATION)
+
+
+def load() -> Preferences:
+    s = _settings()
+    p = Preferences()
+    p.target = str(s.value("models/target", p.target))
+    p.drafter = str(s.value("models/drafter", p.drafter))
+    p.depth = int(s.value("generation/depth", p.depth))
+    p.temperature = float(s.value("generation/temperature", p.temperature))
+    p.max_tokens = int(s.value("generation/max_tokens", p.max_tokens))
+    p.thinking = str(s.value("generation/thinking", p.thinking)).lower() == "true"
+    p.system_prompt = str(s.value("generation/system_prompt", p.system_prompt))
+    recent = s.value("models/recent_files", [])
+    p.recent_files = [str(x) for x in recent] if isinstance(recent, list) else ([str(recent)] if recent else [])
+    p.geometry = s.value("window/geometry")
+    p.splitter = s.value("window/splitter")
+    p.last_conversation = int(s.value("conversations/last", 0))
+    return p
+
+
+def save(p: Preferences) -> None:
+    s = _settings()
+    s.setValue("models/target", p.target)
+    s.setValue("models/drafter", p.drafter)
+    s.setValue("generation/depth", p.depth)
+    s.setValue("generation/temperature", p.temperature)
+    s.setValue("generation/max_tokens", p.max_tokens)
+    s.setValue("generation/thinking", p.thinking)
+    s.setValue("generation/system_prompt", p.system_prompt)
+    s.setValue("models/recent_files", p.recent_files[:8])
+    if p.geometry is not None:
+        s.setValue("window/geometry", p.geometry)
+    if p.splitter is not None:
+        s.setValue("window/splitter", p.splitter)
+    s.setValue("conversations/last", p.last_conversation)
+    s.sync()

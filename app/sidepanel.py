@@ -1,0 +1,181 @@
+"""The side panel: which models, how to generate, and whether the drafter fits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine import catalog
+from engine.sampling import SamplingConfig
+from engine.speculative import GenerationConfig
+
+CHOOSE = "__choose__"
+DEPTHS = [("Off", 0), ("1", 1), ("2", 2), ("3", 3), ("4", 4)]
+
+
+class SidePanel(QWidget):
+    models_requested = Signal(str, str)  # target spec, drafter spec
+    drafter_check_requested = Signal(str)
+
+    def __init__(self, recent_files: list[str], parent=None) -> None:
+        super().__init__(parent)
+        self.recent_files = recent_files
+        self._loaded = ("", "")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+
+        models = QGroupBox("Models")
+        form = QFormLayout(models)
+        self.target = QComboBox()
+        self.target.setObjectName("target")
+        self.drafter = QComboBox()
+        self.drafter.setObjectName("drafter")
+        for combo in (self.target, self.drafter):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(24)
+        self.verdict = QLabel()
+        self.verdict.setObjectName("verdict")
+        self.verdict.setWordWrap(True)
+        self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(True)
+        self.progress.hide()
+        form.addRow("Target", self.target)
+        form.addRow("Drafter", self.drafter)
+        form.addRow(self.verdict)
+        form.addRow(self.progress)
+        layout.addWidget(models)
+
+        gen = QGroupBox("Generation")
+        gform = QFormLayout(gen)
+        self.depth = QComboBox()
+        self.depth.setObjectName("depth")
+        for label, value in DEPTHS:
+            self.depth.addItem(label, value)
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setSpecialValueText("0 (greedy)")
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 8192)
+        self.thinking = QCheckBox("Thinking (for models that support it)")
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText("System prompt (optional)")
+        self.system_prompt.setMaximumHeight(70)
+        self.depth_note = QLabel()
+        self.depth_note.setWordWrap(True)
+        self.depth_note.setObjectName("depth_note")
+        gform.addRow("Depth", self.depth)
+        gform.addRow(self.depth_note)
+        gform.addRow("Temperature", self.temperature)
+        gform.addRow("Max tokens", self.max_tokens)
+        gform.addRow(self.thinking)
+        gform.addRow(self.system_prompt)
+        layout.addWidget(gen)
+
+        self._fill_models()
+        self.target.activated.connect(self._target_chosen)
+        self.drafter.activated.connect(self._drafter_chosen)
+
+    # ---- model pickers ----
+    def _fill_models(self) -> None:
+        self.target.blockSignals(True)
+        self.drafter.blockSignals(True)
+        self.target.clear()
+        self.drafter.clear()
+        self.target.addItem(f"{catalog.DEFAULT_TARGET.title} (default)", "default")
+        self.drafter.addItem(f"{catalog.DEFAULT_DRAFTER.title} (default)", "default")
+        self.drafter.addItem("n-gram prompt lookup (no model)", "ngram")
+        self.drafter.addItem("None (speculation off)", "none")
+        for path in self.recent_files:
+            name = Path(path).name
+            self.target.addItem(name, path)
+            self.drafter.addItem(name, path)
+        self.target.addItem("Choose a GGUF file…", CHOOSE)
+        self.drafter.addItem("Choose a GGUF file…", CHOOSE)
+        self.target.blockSignals(False)
+        self.drafter.blockSignals(False)
+
+    def _remember(self, path: str) -> None:
+        if path in self.recent_files:
+            self.recent_files.remove(path)
+        self.recent_files.insert(0, path)
+        del self.recent_files[8:]
+        loaded = self._loaded
+        self._fill_models()
+        self.show_loaded(*loaded)
+
+    def _choose_file(self, title: str) -> str | None:
+        path, _ = QFileDialog.getOpenFileName(self, title, str(Path.home()), "GGUF models (*.gguf);;All files (*)")
+        return path or None
+
+    def _target_chosen(self, index: int) -> None:
+        spec = self.target.itemData(index)
+        if spec == CHOOSE:
+            spec = self._choose_file("Choose a target model")
+            if spec is None:
+                self.show_loaded(*self._loaded)
+                return
+            self._remember(spec)
+        self.models_requested.emit(spec, self._loaded[1] or "default")
+
+    def _drafter_chosen(self, index: int) -> None:
+        spec = self.drafter.itemData(index)
+        if spec == CHOOSE:
+            spec = self._choose_file("Choose a drafter model")
+            if spec is None:
+                self.show_loaded(*self._loaded)
+                return
+            self._remember(spec)
+        self.verdict.setText("Checking the drafter's vocabulary against the target…")
+        self.models_requested.emit(self._loaded[0] or "default", spec)
+
+    def show_loaded(self, target: str, drafter: str) -> None:
+        """Point the pickers at what is actually loaded (a refused choice snaps back)."""
+        self._loaded = (target, drafter)
+        for combo, spec in ((self.target, target), (self.drafter, drafter)):
+            i = combo.findData(spec)
+            if i < 0 and spec:
+                combo.insertItem(combo.count() - 1, Path(spec).name, spec)
+                i = combo.findData(spec)
+            combo.setCurrentIndex(max(i, 0))
+
+    def show_verdict(self, text: str, ok: bool) -> None:
+        color = "#2a7a2a" if ok else "#b22222"
+        self.verdict.setText(f"<span style='color:{color}'>{'✓' if ok else '✗'}</span> {text}" if text else "")
+
+    def show_progress(self, done: int, total: int, label: str) -> None:
+        if done >= total:
+            self.progress.hide()
+            return
+        self.progress.show()
+        self.progress.setRange(0, 1000)
+        self.progress.setValue(int(1000 * done / max(total, 1)))
+        self.progress.setFormat(f"{label}: %p%")
+
+    # ---- generation settings ----
+    def config(self) -> GenerationConfig:
+        return GenerationConfig(
+            max_tokens=self.max_tokens.value(),
+            depth=int(self.depth.currentData()),
+            sampling=SamplingConfig(temperature=self.temperature.value()),
+        )
+
+    def set_depth(self, depth: int) -> None:
+        i = self.depth.findData(depth)
+        self.depth.setCurrentIndex(max(i, 0))

@@ -1,0 +1,434 @@
+"""The main window: conversations, the coloured transcript, the side panel and charts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PySide6.QtCore import QStandardPaths, Qt, QThread, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import settings
+from app.charts import ChartModel, ChartsPanel
+from app.sidepanel import SidePanel
+from app.store import Store, StoredMessage
+from app.transcript import TranscriptView
+from app.widgets import Legend, MessageBox
+from app.worker import EngineWorker, LoadRequest, PairInfo, ReplyRequest
+from engine.chat import Message
+from engine.events import FinishReason, RunStats, TokenEvent
+from engine.thermal import ThermalReading, ThermalSampler
+
+
+def default_store_path() -> Path:
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
+    return Path(base or Path.home() / ".draftlight") / "conversations.sqlite3"
+
+
+class MainWindow(QMainWindow):
+    request_load = Signal(object)
+    request_reply = Signal(object)
+    request_check = Signal(str)
+    request_shutdown = Signal()
+    reply_finished = Signal(object)  # RunStats or None: for tests and the self-test
+    thermal_reading = Signal(object)  # from the sampler's thread to the GUI thread
+
+    def __init__(self, store_path: Path | None = None, prefs: settings.Preferences | None = None) -> None:
+        super().__init__()
+        self.setWindowTitle("Draftlight")
+        self.prefs = prefs or settings.load()
+        self.store = Store(store_path or default_store_path())
+        self.chart_model = ChartModel()
+        self.pair: PairInfo | None = None
+        self.busy = False
+        self.streaming = False
+        self.conversation_id = 0
+        self.reply_tokens: list[TokenEvent] = []
+        self.last_reply_stats: RunStats | None = None
+        self.save_preferences = prefs is None  # preferences handed in (tests, self-test) stay private
+
+        self._build()
+        self._start_worker()
+        self._apply_prefs()
+        self._open_conversations()
+        self.thermal = ThermalSampler(interval=1.0)
+        self.thermal_reading.connect(self._thermal)
+        self._unsubscribe_thermal = self.thermal.subscribe(self.thermal_reading.emit)
+        self.thermal.start()
+        self.request_load.emit(LoadRequest(self.prefs.target, self.prefs.drafter))
+
+    # ---- layout ----
+    def _build(self) -> None:
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(4, 4, 4, 4)
+        self.new_button = QPushButton("New conversation")
+        self.conversation_list = QListWidget()
+        lv.addWidget(self.new_button)
+        lv.addWidget(self.conversation_list)
+
+        center = QWidget()
+        cv = QVBoxLayout(center)
+        cv.setContentsMargins(4, 4, 4, 4)
+        self.transcript = TranscriptView()
+        self.legend = Legend()
+        self.input = MessageBox()
+        self.send_button = QPushButton("Send")
+        self.send_button.setDefault(True)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        self.notice = QLabel()
+        self.notice.setObjectName("notice")
+        self.notice.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.input, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        row.addLayout(buttons)
+        cv.addWidget(self.transcript, 1)
+        cv.addWidget(self.legend)
+        cv.addWidget(self.notice)
+        cv.addLayout(row)
+
+        self.side = SidePanel(self.prefs.recent_files)
+        self.charts = ChartsPanel(self.chart_model)
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.side)
+        right.addWidget(self.charts)
+        right.setStretchFactor(1, 1)
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(center)
+        self.splitter.addWidget(right)
+        self.splitter.setSizes([180, 640, 580])
+        self.setCentralWidget(self.splitter)
+
+        self.status_labels = {k: QLabel() for k in ("decode", "e2e", "prefill", "acceptance", "cost", "thermal")}
+        for key, label in self.status_labels.items():
+            label.setObjectName(f"status_{key}")
+            self.statusBar().addPermanentWidget(label)
+        self._show_status(None)
+
+        menu = self.menuBar().addMenu("&File")
+        for text, shortcut, slot in (
+            ("New conversation", QKeySequence.StandardKey.New, self.new_conversation),
+            ("Export token trace (JSONL)…", None, self.export_trace_dialog),
+            ("Export charts (PNG)…", None, self.export_charts_dialog),
+            ("Quit", QKeySequence.StandardKey.Quit, self.close),
+        ):
+            action = QAction(text, self)
+            if shortcut is not None:
+                action.setShortcut(shortcut)
+            action.triggered.connect(slot)
+            menu.addAction(action)
+
+        self.new_button.clicked.connect(self.new_conversation)
+        self.conversation_list.currentItemChanged.connect(self._conversation_selected)
+        self.send_button.clicked.connect(self.send)
+        self.input.submitted.connect(self.send)
+        self.stop_button.clicked.connect(self.stop)
+        self.side.models_requested.connect(self._models_requested)
+        self.resize(1400, 900)
+
+    def _start_worker(self) -> None:
+        self.thread = QThread(self)
+        self.thread.setObjectName("engine")
+        self.worker = EngineWorker()
+        self.worker.moveToThread(self.thread)
+        self.request_load.connect(self.worker.load)
+        self.request_reply.connect(self.worker.generate)
+        self.request_check.connect(self.worker.check_drafter)
+        self.request_shutdown.connect(self.worker.shutdown)
+        self.worker.load_progress.connect(self.side.show_progress)
+        self.worker.loaded.connect(self._loaded)
+        self.worker.load_failed.connect(self._load_failed)
+        self.worker.events.connect(self._events)
+        self.worker.reply_failed.connect(self._reply_failed)
+        self.worker.busy_changed.connect(self._busy_changed)
+        self.thread.start()
+
+    def _apply_prefs(self) -> None:
+        p = self.prefs
+        if p.geometry is not None:
+            self.restoreGeometry(p.geometry)
+        if p.splitter is not None:
+            self.splitter.restoreState(p.splitter)
+        self.side.set_depth(p.depth)
+        self.side.temperature.setValue(p.temperature)
+        self.side.max_tokens.setValue(p.max_tokens)
+        self.side.thinking.setChecked(p.thinking)
+        self.side.system_prompt.setPlainText(p.system_prompt)
+        self.side.verdict.setText("Loading models…")
+
+    # ---- conversations ----
+    def _open_conversations(self) -> None:
+        conversations = self.store.conversations()
+        if not conversations:
+            self.store.new_conversation()
+            conversations = self.store.conversations()
+        self._fill_conversation_list(conversations)
+        wanted = self.prefs.last_conversation
+        ids = [c.id for c in conversations]
+        self.open_conversation(wanted if wanted in ids else ids[0])
+
+    def _fill_conversation_list(self, conversations=None) -> None:
+        self.conversation_list.blockSignals(True)
+        self.conversation_list.clear()
+        for c in conversations or self.store.conversations():
+            item = QListWidgetItem(c.title)
+            item.setData(Qt.ItemDataRole.UserRole, c.id)
+            self.conversation_list.addItem(item)
+            if c.id == self.conversation_id:
+                self.conversation_list.setCurrentItem(item)
+        self.conversation_list.blockSignals(False)
+
+    def _conversation_selected(self, item: QListWidgetItem | None) -> None:
+        if item is None:
+            return
+        if self.streaming:
+            self._say("A reply is streaming: stop it before switching conversations.")
+            self._fill_conversation_list()
+            return
+        self.open_conversation(int(item.data(Qt.ItemDataRole.UserRole)))
+
+    def open_conversation(self, conversation_id: int) -> None:
+        self.conversation_id = conversation_id
+        self.transcript.clear_conversation()
+        for m in self.store.messages(conversation_id):
+            if m.role == "user":
+                self.transcript.add_user(m.content)
+            elif m.role == "assistant":
+                self.transcript.show_reply(m.tokens, m.stats, m.stopped)
+            elif m.role == "error":
+                self.transcript.add_error(m.content)
+        self._fill_conversation_list()
+
+    def new_conversation(self) -> None:
+        if self.streaming:
+            self._say("A reply is streaming: stop it before starting a new conversation.")
+            return
+        self.conversation_id = self.store.new_conversation()
+        self.chart_model.begin_message()
+        self.open_conversation(self.conversation_id)
+
+    def engine_messages(self) -> list[Message]:
+        """The conversation as the model sees it: system prompt, then user/assistant turns."""
+        messages = []
+        system = self.side.system_prompt.toPlainText().strip()
+        if system:
+            messages.append(Message("system", system))
+        for m in self.store.messages(self.conversation_id):
+            if m.role in ("user", "assistant"):
+                messages.append(Message(m.role, m.content))
+        return messages
+
+    # ---- sending ----
+    def send(self) -> None:
+        text = self.input.toPlainText().strip()
+        if not text:
+            return
+        if self.streaming:
+            self._say("A reply is still streaming: press Stop, or wait for it to finish, before sending.")
+            return
+        if self.pair is None or self.busy:
+            self._say("The models are still loading; your message is kept in the box.")
+            return
+        self.input.clear()
+        if not self.store.messages(self.conversation_id):
+            self.store.rename(self.conversation_id, text.splitlines()[0][:48])
+        self.store.add_message(self.conversation_id, StoredMessage("user", text))
+        self.transcript.add_user(text)
+        self._fill_conversation_list()
+        self._say("")
+        config = self.side.config()
+        if self.pair.drafter == "none":
+            from dataclasses import replace
+
+            config = replace(config, depth=0)
+        self.reply_tokens = []
+        self.chart_model.begin_message()
+        self.transcript.begin_reply()
+        self.streaming = True
+        self._update_buttons()
+        self.request_reply.emit(ReplyRequest(tuple(self.engine_messages()), config, self.side.thinking.isChecked()))
+
+    def stop(self) -> None:
+        if self.streaming:
+            self.worker.cancel()
+            self._say("Stopping after this round…")
+
+    def _events(self, batch: list) -> None:
+        tokens = [e for e in batch if isinstance(e, TokenEvent)]
+        if tokens:
+            self.reply_tokens.extend(tokens)
+            self.transcript.append_tokens(tokens)
+        self.chart_model.add(batch)
+        stats = batch[-1] if batch and isinstance(batch[-1], RunStats) else None
+        if stats is not None:
+            self._finish_reply(stats)
+
+    def _finish_reply(self, stats: RunStats) -> None:
+        stopped = stats.finish_reason is FinishReason.CANCELLED
+        note = stats.message if stats.finish_reason is FinishReason.CONTEXT_FULL else ""
+        self.transcript.end_reply(stats, stopped, note)
+        self.store.add_message(
+            self.conversation_id,
+            StoredMessage("assistant", stats.text, list(self.reply_tokens), stats, stopped),
+        )
+        self.last_reply_stats = stats
+        self.streaming = False
+        self._show_status(stats)
+        self._say("Stopped: the partial reply is kept." if stopped else "")
+        self._update_buttons()
+        self.reply_finished.emit(stats)
+
+    def _reply_failed(self, message: str) -> None:
+        if self.streaming and self.reply_tokens:
+            self.transcript.end_reply(None, True, "interrupted by an error")
+        self.streaming = False
+        self.transcript.add_error(message)
+        self.store.add_message(self.conversation_id, StoredMessage("error", message))
+        self._update_buttons()
+        self.reply_finished.emit(None)
+
+    # ---- models ----
+    def _models_requested(self, target: str, drafter: str) -> None:
+        if self.streaming:
+            self._say("Models can be changed once the reply has finished.")
+            if self.pair:
+                self.side.show_loaded(self.pair.target, self.pair.drafter)
+            return
+        self.request_load.emit(LoadRequest(target, drafter))
+
+    def _loaded(self, info: PairInfo) -> None:
+        self.pair = info
+        self.prefs.target, self.prefs.drafter = info.target, info.drafter
+        self.side.show_loaded(info.target, info.drafter)
+        self.side.show_verdict(info.verdict, info.compatible)
+        mode = "exact (batch-invariant)" if info.mode == "exact" else "fast (may change greedy text)"
+        self.setWindowTitle(f"Draftlight — {info.target_name} + {info.drafter_name} — {mode}")
+        self._say(info.notice)
+        self._update_buttons()
+
+    def _load_failed(self, message: str) -> None:
+        if self.pair is not None:
+            self.side.show_loaded(self.pair.target, self.pair.drafter)
+            self.side.show_verdict(message, False)
+            self._say(f"{message} The previous models stay loaded.")
+        else:
+            self.side.show_verdict(message, False)
+            self.transcript.add_error(
+                f"{message}\n\nChoose GGUF files in the side panel, or run `make models` in a terminal "
+                "and restart Draftlight."
+            )
+        self.side.progress.hide()
+        self._update_buttons()
+
+    def _busy_changed(self, busy: bool) -> None:
+        self.busy = busy
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        ready = self.pair is not None and not self.busy
+        self.send_button.setEnabled(ready and not self.streaming)
+        self.stop_button.setEnabled(self.streaming)
+        self.side.setEnabled(not self.streaming)
+
+    # ---- status ----
+    def _say(self, text: str) -> None:
+        self.notice.setText(text)
+
+    def _show_status(self, stats: RunStats | None) -> None:
+        s = self.status_labels
+        if stats is None:
+            for key in ("decode", "e2e", "prefill", "acceptance", "cost"):
+                s[key].setText("")
+            return
+        s["decode"].setText(f"decode {stats.decode_tps:.1f} tok/s")
+        s["e2e"].setText(f"end-to-end {stats.end_to_end_tps:.1f} tok/s")
+        s["prefill"].setText(f"prefill {stats.prefill_s * 1e3:.0f} ms ({stats.prompt_tokens} tokens)")
+        s["acceptance"].setText(f"acceptance {stats.acceptance:.0%}" if stats.drafted else "acceptance —")
+        cost = self.round_cost(stats)
+        s["cost"].setText(f"round cost c {cost:.2f}" if cost else "round cost c —")
+        s["cost"].setToolTip(
+            "A round's time in plain passes. Measured against this session's replies with speculation off."
+        )
+
+    def round_cost(self, stats: RunStats) -> float | None:
+        """c = round time / plain pass time, the plain pass from this session's depth-0 replies."""
+        plain = [m.stats for m in self.store.messages(self.conversation_id) if m.stats and m.stats.depth == 0]
+        plain = [p for p in plain if p.rounds]
+        if not plain or not stats.rounds:
+            return None
+        pass_s = sum(p.decode_s for p in plain) / sum(p.rounds for p in plain)
+        return (stats.decode_s / stats.rounds) / pass_s
+
+    def _thermal(self, reading: ThermalReading) -> None:
+        self.chart_model.add_thermal(reading)
+        label = self.status_labels["thermal"]
+        label.setText(f"thermal {reading.state.value}")
+        label.setToolTip(reading.describe())
+
+    # ---- export ----
+    def export_trace(self, path: Path) -> int:
+        """The conversation's replies as `draftlight chat --json` lines; returns lines written."""
+        lines = []
+        for m in self.store.messages(self.conversation_id):
+            if m.role == "assistant":
+                lines += [json.dumps(t.to_json(), ensure_ascii=False) for t in m.tokens]
+                if m.stats:
+                    lines.append(json.dumps(m.stats.to_json(), ensure_ascii=False))
+        Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        return len(lines)
+
+    def export_charts(self, path: Path) -> bool:
+        return self.charts.grab().save(str(path), "PNG")
+
+    def export_trace_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export token trace", "trace.jsonl", "JSON lines (*.jsonl)")
+        if path:
+            self._say(f"Wrote {self.export_trace(Path(path))} lines to {path}.")
+
+    def export_charts_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export charts", "charts.png", "PNG images (*.png)")
+        if path and not self.export_charts(Path(path)):
+            QMessageBox.warning(self, "Draftlight", f"Could not write {path}.")
+
+    # ---- closing ----
+    def closeEvent(self, event) -> None:
+        self.worker.cancel()
+        self._unsubscribe_thermal()
+        self.thermal.stop()
+        self.prefs.geometry = self.saveGeometry()
+        self.prefs.splitter = self.splitter.saveState()
+        self.prefs.depth = int(self.side.depth.currentData())
+        self.prefs.temperature = self.side.temperature.value()
+        self.prefs.max_tokens = self.side.max_tokens.value()
+        self.prefs.thinking = self.side.thinking.isChecked()
+        self.prefs.system_prompt = self.side.system_prompt.toPlainText()
+        self.prefs.recent_files = self.side.recent_files
+        self.prefs.last_conversation = self.conversation_id
+        if self.save_preferences:
+            settings.save(self.prefs)
+        self.charts.timer.stop()
+        # Blocking: the worker frees the models on its own thread before the thread ends.
+        self.worker.cancel()
+        self.request_shutdown.emit()  # the worker frees the models on its thread, then ends it
+        self.thread.wait(30_000)
+        self.store.close()
+        super().closeEvent(event)

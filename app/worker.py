@@ -1,0 +1,210 @@
+"""The engine on its own thread: a worker QObject moved to a QThread.
+
+Requests arrive as queued signals; results leave as signals, events in batches. Nothing
+here touches a widget. Stop sets a flag the engine checks between rounds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from engine import catalog
+from engine.chat import Message
+from engine.compat import check
+from engine.errors import DraftlightError
+from engine.events import RoundEvent, RunStats
+from engine.runtime import Model, RuntimeOptions
+from engine.session import Engine, load_drafter
+from engine.speculative import GenerationConfig
+
+BATCH_S = 0.03  # events reach the GUI at most ~33 times a second
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    target: str  # "default", a catalog key or a path
+    drafter: str  # "default", "none", "ngram", a catalog key or a path
+    options: RuntimeOptions = field(default_factory=RuntimeOptions)
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    """What is loaded now, in words for the side panel."""
+
+    target: str
+    target_name: str
+    drafter: str
+    drafter_name: str
+    verdict: str
+    compatible: bool
+    mode: str
+    notice: str = ""  # e.g. the drafter that had to be dropped with a new target
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    messages: tuple[Message, ...]  # the conversation, ending with the new user message
+    config: GenerationConfig
+    thinking: bool = False
+
+
+def _describe(spec: str) -> str:
+    if spec in ("none", "ngram"):
+        return {"none": "none", "ngram": "n-gram (prompt lookup)"}[spec]
+    model = catalog.lookup(catalog.DEFAULT_TARGET.key if spec == "default" else spec)
+    return model.title if model else spec
+
+
+class EngineWorker(QObject):
+    load_progress = Signal(int, int, str)
+    loaded = Signal(object)  # PairInfo
+    load_failed = Signal(str)
+    verdict_ready = Signal(str, bool, str)  # drafter spec, compatible, explanation
+    events = Signal(list)  # a batch of TokenEvent / RoundEvent / RunStats
+    reply_failed = Signal(str)
+    busy_changed = Signal(bool)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine: Engine | None = None
+        self.target_spec = ""
+        self.drafter_spec = ""
+        self._cancel = threading.Event()
+        self._last_progress = 0.0
+
+    # ---- called from the GUI thread directly: only sets a flag ----
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def _progress(self, done: int, total: int, label: str) -> None:
+        now = time.monotonic()
+        if done >= total or now - self._last_progress > 0.1:
+            self._last_progress = now
+            self.load_progress.emit(done, total, label)
+
+    @Slot(object)
+    def load(self, request: LoadRequest) -> None:
+        """Load a pair; on failure keep what was loaded before and say why."""
+        self.busy_changed.emit(True)
+        try:
+            self._load(request)
+        except DraftlightError as exc:
+            self.load_failed.emit(str(exc))
+        except Exception as exc:  # the app must survive anything a model file does
+            self.load_failed.emit(f"Loading failed: {exc}")
+            traceback.print_exc()
+        finally:
+            self.busy_changed.emit(False)
+
+    def _load(self, request: LoadRequest) -> None:
+        notice = ""
+        same_target = (
+            self.engine is not None and request.target == self.target_spec and request.options == self.engine.options
+        )
+        if not same_target:
+            path = catalog.resolve(
+                catalog.DEFAULT_TARGET if request.target == "default" else request.target, self._progress
+            )
+            target = Model(path, request.options)  # raises before the old engine is touched
+            old = self.engine
+            engine = Engine(target, None, request.options)
+            try:
+                drafter, verdict = load_drafter(target, request.drafter, request.options, self._progress)
+                drafter_spec = request.drafter
+            except DraftlightError as exc:
+                drafter, verdict, drafter_spec = None, None, "none"
+                notice = f"The drafter was not loaded: {exc}"
+            engine.set_drafter(drafter, verdict)
+            self.engine, self.target_spec, self.drafter_spec = engine, request.target, drafter_spec
+            if old is not None:
+                old.close()
+        elif request.drafter != self.drafter_spec:
+            drafter, verdict = load_drafter(self.engine.target, request.drafter, request.options, self._progress)
+            self.engine.set_drafter(drafter, verdict)
+            self.drafter_spec = request.drafter
+        self.loaded.emit(self._info(notice))
+
+    def _info(self, notice: str = "") -> PairInfo:
+        engine = self.engine
+        assert engine is not None
+        if self.drafter_spec == "none":
+            verdict, ok = "No drafter: every token comes from a plain target pass.", True
+        elif self.drafter_spec == "ngram":
+            verdict, ok = "The n-gram drafter needs no model: it proposes text seen earlier.", True
+        else:
+            verdict, ok = (engine.verdict.explain(), engine.verdict.compatible) if engine.verdict else ("", True)
+        drafter_name = getattr(engine.drafter, "name", "none") if engine.drafter else "none"
+        return PairInfo(
+            target=self.target_spec,
+            target_name=engine.target.name,
+            drafter=self.drafter_spec,
+            drafter_name=drafter_name,
+            verdict=verdict,
+            compatible=ok,
+            mode=engine.options.mode,
+            notice=notice,
+        )
+
+    @Slot(str)
+    def check_drafter(self, spec: str) -> None:
+        """Say whether a drafter file suits the loaded target, reading only its vocabulary."""
+        if self.engine is None or spec in ("none", "ngram"):
+            self.verdict_ready.emit(spec, True, "")
+            return
+        try:
+            path = catalog.resolve(catalog.DEFAULT_DRAFTER if spec == "default" else spec, self._progress)
+            vocab = Model(path, self.engine.options, vocab_only=True)
+            verdict = check(self.engine.target, vocab)
+            vocab.close()
+            self.verdict_ready.emit(spec, verdict.compatible, verdict.explain())
+        except DraftlightError as exc:
+            self.verdict_ready.emit(spec, False, str(exc))
+
+    @Slot(object)
+    def generate(self, request: ReplyRequest) -> None:
+        """Stream one reply; events leave in batches, the last batch ends with RunStats."""
+        self._cancel.clear()
+        self.busy_changed.emit(True)
+        batch: list = []
+        last_emit = time.perf_counter()
+        try:
+            if self.engine is None:
+                raise DraftlightError("No model is loaded yet.")
+            engine = self.engine
+            prompt = engine.tokenize_prompt(engine.render(list(request.messages), request.thinking))
+            config = request.config
+            if engine.drafter is None and config.depth:
+                from dataclasses import replace
+
+                config = replace(config, depth=0)
+            for event in engine.stream(prompt, config, self._cancel.is_set):
+                batch.append(event)
+                if isinstance(event, RoundEvent | RunStats):
+                    now = time.perf_counter()
+                    if isinstance(event, RunStats) or now - last_emit >= BATCH_S:
+                        self.events.emit(batch)
+                        batch, last_emit = [], now
+        except DraftlightError as exc:
+            if batch:
+                self.events.emit(batch)
+            self.reply_failed.emit(str(exc))
+        except Exception as exc:
+            if batch:
+                self.events.emit(batch)
+            self.reply_failed.emit(f"The engine failed: {exc}")
+            traceback.print_exc()
+        finally:
+            self.busy_changed.emit(False)
+
+    @Slot()
+    def shutdown(self) -> None:
+        """Free the models on this thread, then end the thread's event loop."""
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+        self.thread().quit()
