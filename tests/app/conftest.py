@@ -1,0 +1,55 @@
+"""Windows on a private store and private preferences, with real models."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("PySide6")
+pytest.importorskip("pytestqt")
+
+LOAD_TIMEOUT_MS = 180_000
+REPLY_TIMEOUT_MS = 300_000
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path, target_path, drafter_path):
+    """A factory: MainWindow(store in tmp_path, given preferences), loaded and shown."""
+    from app import settings
+    from app.window import MainWindow
+
+    windows = []
+
+    def make(store_name: str = "conversations.sqlite3", wait: bool = True, **prefs):
+        prefs.setdefault("target", str(target_path))
+        prefs.setdefault("drafter", str(drafter_path))
+        prefs.setdefault("max_tokens", 24)
+        window = MainWindow(store_path=tmp_path / store_name, prefs=settings.Preferences(**prefs))
+        qtbot.addWidget(window)
+        window.show()
+        windows.append(window)
+        if wait:
+            qtbot.waitUntil(
+                lambda: (window.pair is not None and not window.busy) or "Error" in window.transcript.toPlainText(),
+                timeout=LOAD_TIMEOUT_MS,
+            )
+        return window
+
+    yield make
+    for w in windows:
+        if w.isVisible():
+            w.close()
+
+
+@pytest.fixture
+def send(qtbot):
+    """send(window, text): type a message, press Enter, wait for the reply; its RunStats or None."""
+    from PySide6.QtCore import Qt
+
+    def send(window, text: str):
+        qtbot.waitUntil(lambda: not window.busy, timeout=LOAD_TIMEOUT_MS)  # a load may still be winding down
+        window.input.setPlainText(text)
+        with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
+            qtbot.keyClick(window.input, Qt.Key.Key_Return)
+        return blocker.args[0]
+
+    return send
