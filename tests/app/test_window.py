@@ -87,7 +87,7 @@ def test_chart_figures_equal_the_events(qtbot, make_window, send):
     assert list(m.rounds)[-1] == (rounds[-1].draft_ms, rounds[-1].verify_ms, rounds[-1].commit_ms)
     assert m.kinds[TokenKind.ACCEPTED] == sum(t.kind is TokenKind.ACCEPTED for t in tokens)
     window.charts.refresh()  # the timer's work, done now: curves hold the model's figures
-    xs, ys = window.charts.tps_curve.getData()
+    _, ys = window.charts.tps_curve.getData()
     assert list(ys) == pytest.approx(expected)
 
 
