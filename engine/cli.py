@@ -58,10 +58,12 @@ def _add_runtime_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")
 
 
-def _depth(value: str) -> int:
+def _depth(value: str) -> int | str:
+    if value == "auto":
+        return value
     depth = int(value)
     if not 0 <= depth <= 8:
-        raise argparse.ArgumentTypeError("depth must be 0-8")
+        raise argparse.ArgumentTypeError("depth must be 0-8 or auto")
     return depth
 
 
@@ -78,6 +80,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if drafter is None:
         depth = 0
     engine = Engine.load(args.target, drafter, _runtime_options(args), progress)
+    tuner = None
+    if depth == "auto":
+        from engine.tuner import MAX_AUTO_DEPTH, AutoDepth
+
+        tuner = AutoDepth.for_engine(engine, progress=lambda m: print(f"tune: {m}", file=sys.stderr))
+        if not args.json:
+            print(tuner.explain(), file=sys.stderr)
+        depth = MAX_AUTO_DEPTH
     session = engine.session(system=args.system, thinking=args.thinking == "on")
     config = GenerationConfig(
         max_tokens=args.max_tokens,
@@ -89,7 +99,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     out = sys.stdout
     color = not args.json and out.isatty() and os.environ.get("NO_COLOR") is None
     stats = None
-    for event in session.send(args.prompt, config):
+    for event in session.send(args.prompt, config, tuner=tuner):
         if args.json:
             if isinstance(event, TokenEvent | RunStats) or (args.rounds and isinstance(event, RoundEvent)):
                 out.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
@@ -110,7 +120,7 @@ def summary(s: RunStats) -> str:
     per_pos = " ".join(f"{a:.0%}" for a in s.acceptance_per_position) or "-"
     return (
         f"[{s.generated_tokens} tokens, decode {s.decode_tps:.1f} tok/s, end-to-end {s.end_to_end_tps:.1f} tok/s, "
-        f"prefill {s.prefill_s * 1e3:.0f} ms for {s.prompt_tokens} tokens; depth {s.depth}, "
+        f"prefill {s.prefill_s * 1e3:.0f} ms for {s.prompt_tokens} tokens; depth {'auto' if s.depth < 0 else s.depth}, "
         f"acceptance {s.acceptance:.0%} (per position {per_pos}), mean accepted length {s.mean_accepted_length:.2f}; "
         f"{s.finish_reason.value}]"
     )
@@ -170,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--system", help="system prompt")
     chat.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
     chat.add_argument("--drafter", default="default", help="default, none, ngram, a catalog name or a .gguf path")
-    chat.add_argument("--depth", type=_depth, default=2, help="drafted tokens per round, 0-8 (default 2)")
+    chat.add_argument("--depth", type=_depth, default=2, help="drafted tokens per round, 0-8 or auto (default 2)")
     chat.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
     chat.add_argument("--top-k", type=int, default=0)
     chat.add_argument("--top-p", type=float, default=1.0)
@@ -197,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runtime_args(doctor)
     doctor.set_defaults(func=cmd_doctor)
 
+    from engine.ruler.cli import add_cli as add_ruler
+    from engine.tuner import add_cli as add_tuner
+
+    add_ruler(sub)
+    add_tuner(sub)
     return parser
 
 

@@ -6,6 +6,7 @@ forget positions when the round rewinds. A draft model and an n-gram table imple
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -60,8 +61,10 @@ class Drafter(Protocol):
     def prefill(self, history: list[int]) -> None:
         """Make the cache hold every committed token but the last, reusing what matches."""
 
-    def draft(self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0) -> Draft:
-        """Propose up to k tokens to follow history (every committed token)."""
+    def draft(
+        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+    ) -> Draft:
+        """Propose up to k tokens to follow history (every committed token), never a banned one."""
 
     def rewind(self, keep: int) -> None:
         """Forget positions from `keep` on."""
@@ -85,7 +88,9 @@ class ModelDrafter:
     def prefill(self, history: list[int]) -> None:
         self.ctx.sync(history[:-1])
 
-    def draft(self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0) -> Draft:
+    def draft(
+        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+    ) -> Draft:
         k = min(k, self.max_depth, self.ctx.n_ctx - len(history))
         if k <= 0:
             return Draft()
@@ -100,6 +105,8 @@ class ModelDrafter:
         for i in range(k):
             row = rows[i]
             np.copyto(row, logits[-1])
+            if banned:
+                row[list(banned)] = -np.inf
             token = int(row.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(row))
             if p_min > 0.0 and _top_prob(row) < p_min:
                 break
@@ -144,7 +151,9 @@ class NgramDrafter:
         if self._indexed > len(history) or self._seen[: self._indexed] != history[: self._indexed]:
             self.reset()
 
-    def draft(self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0) -> Draft:
+    def draft(
+        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+    ) -> Draft:
         if k <= 0:
             return Draft()
         self._extend(history)
@@ -152,7 +161,10 @@ class NgramDrafter:
         for n in range(min(self.max_ngram, n_hist - 1), self.min_ngram - 1, -1):
             start = self._latest.get(tuple(history[n_hist - n :]))
             if start is not None:
-                return Draft(history[start + n : start + n + k])
+                follow = history[start + n : start + n + k]
+                if banned:  # stop before a banned token: the target could never accept it
+                    follow = list(itertools.takewhile(lambda t: t not in banned, follow))
+                return Draft(follow)
         return Draft()
 
     def _extend(self, history: list[int]) -> None:

@@ -78,6 +78,7 @@ class RoundEvent:
     rewind_ms: float  # the part of commit_ms spent rewinding
     overhead_ms: float  # time outside llama.cpp calls: Python's share of the round
     draft_tokens: tuple[int, ...] = ()
+    depth: int = 0  # the depth asked for (the tuner's choice under Auto); drafted may be fewer
 
     @property
     def total_ms(self) -> float:
@@ -95,6 +96,7 @@ class RoundEvent:
             "rewind_ms": self.rewind_ms,
             "overhead_ms": self.overhead_ms,
             "draft_tokens": list(self.draft_tokens),
+            "depth": self.depth,
         }
 
     @classmethod
@@ -109,6 +111,7 @@ class RoundEvent:
             rewind_ms=d["rewind_ms"],
             overhead_ms=d["overhead_ms"],
             draft_tokens=tuple(d.get("draft_tokens", ())),
+            depth=d.get("depth", d["drafted"]),
         )
 
 
@@ -129,7 +132,7 @@ class RunStats:
     generated_tokens: int
     decode_s: float
     rounds: int
-    depth: int
+    depth: int  # -1: Auto chose each round's depth (RoundEvent.depth says which)
     drafted: int
     accepted: int
     acceptance_per_position: tuple[float, ...]  # accepted at i / rounds that drafted i

@@ -105,6 +105,7 @@ class Model:
         self.n_ctx_train: int = llama.llama_model_n_ctx_train(ptr)
         self.vocab_only = vocab_only
         self._pieces: dict[int, bytes] = {}
+        self._eog: tuple[int, ...] | None = None
         self._piece_buf = ctypes.create_string_buffer(256)
 
     @property
@@ -157,6 +158,12 @@ class Model:
 
     def is_eog(self, token: int) -> bool:
         return bool(llama.llama_vocab_is_eog(self.vocab, token))
+
+    def eog_tokens(self) -> tuple[int, ...]:
+        """Every end-of-generation token id (end of text, end of turn, ...)."""
+        if self._eog is None:
+            self._eog = tuple(t for t in range(self.n_vocab) if llama.llama_vocab_is_eog(self.vocab, t))
+        return self._eog
 
     def meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(1 << 16)

@@ -73,14 +73,18 @@ class Engine:
         prompt: list[int],
         config: GenerationConfig,
         cancelled: Callable[[], bool] = lambda: False,
+        tuner=None,
     ) -> Iterator[Event]:
-        """Generate after `prompt` (token ids), reusing whatever prefix the caches hold."""
+        """Generate after `prompt` (token ids), reusing whatever prefix the caches hold.
+
+        With a tuner (engine.tuner.AutoDepth) the depth is chosen round by round.
+        """
         if len(prompt) >= self.ctx.n_ctx:
             raise ContextFullError(
                 f"The conversation is {len(prompt):,} tokens and the context holds {self.ctx.n_ctx:,}: "
                 "start a new conversation, shorten the message, or raise the context size."
             )
-        drafter = self.drafter if config.depth > 0 else None
+        drafter = self.drafter if config.depth > 0 or tuner is not None else None
         if config.depth > MAX_DEPTH:
             config = replace(config, depth=MAX_DEPTH)
         t0 = time.perf_counter()
@@ -99,6 +103,7 @@ class Engine:
             cancelled,
             prompt_tokens=prefilled + 1,
             prefill_s=prefill_s,
+            tuner=tuner,
         )
 
     def close(self) -> None:
@@ -158,6 +163,7 @@ class ChatSession:
         text: str,
         config: GenerationConfig,
         cancelled: Callable[[], bool] = lambda: False,
+        tuner=None,
     ) -> Iterator[Event]:
         """Add a user message and stream the reply; the reply joins the conversation at the end.
 
@@ -166,7 +172,7 @@ class ChatSession:
         """
         messages = [*self.messages, Message("user", text)]
         prompt = self.engine.tokenize_prompt(self.engine.render(messages, self.thinking))
-        stream = self.engine.stream(prompt, config, cancelled)
+        stream = self.engine.stream(prompt, config, cancelled, tuner)
         self.messages = messages
         reply: RunStats | None = None
         try:

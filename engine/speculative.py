@@ -33,7 +33,9 @@ class GenerationConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     p_min: float = 0.0  # stop drafting when the drafter's top probability falls below this
     stop: tuple[str, ...] = ()
-    ignore_eog: bool = False  # keep going past end-of-generation (fixed-length benchmarks)
+    # Fixed-length runs (benchmarks): end-of-generation tokens are banned, so the model
+    # writes on as llama.cpp's ignore_eos makes it; the same rule for drafter and target.
+    ignore_eog: bool = False
     top_candidates: int = 0  # report the target's and drafter's top-n at each token
     # Report each token's probabilities. Greedy decoding needs none of them, and each costs
     # one pass over the vocabulary (~80 us for 152k tokens on a laptop-class CPU).
@@ -70,17 +72,23 @@ def speculative_round(
     p_min: float = 0.0,
     keep_dists: bool = False,
     probabilities: bool = True,
+    banned: tuple[int, ...] = (),
 ) -> Round:
-    """One round. `history` is every committed token; the target's cache holds all but the last."""
+    """One round. `history` is every committed token; the target's cache holds all but the last.
+
+    `banned` tokens get no probability from either model (ignore_eog's end-of-generation ids).
+    """
     n = len(history)
     drafter_ctx = getattr(drafter, "ctx", None)
     llama_before = target.decode_s + (drafter_ctx.decode_s if drafter_ctx else 0.0)
     t0 = time.perf_counter()
 
-    draft = drafter.draft(history, depth, sampler, p_min) if drafter is not None and depth > 0 else NO_DRAFT
+    draft = drafter.draft(history, depth, sampler, p_min, banned) if drafter is not None and depth > 0 else NO_DRAFT
     t1 = time.perf_counter()
 
     rows = target.decode([history[-1], *draft.tokens], all_logits=True)
+    if banned:
+        rows[:, banned] = -np.inf
     t2 = time.perf_counter()
 
     verdict = walk(draft, rows, sampler, keep_dists, probabilities)
@@ -196,11 +204,13 @@ def generate(
     cancelled: Callable[[], bool] = lambda: False,
     prompt_tokens: int = 0,
     prefill_s: float = 0.0,
+    tuner=None,
 ) -> Iterator[Event]:
     """Run rounds until a stop; yield every token, every round, then the run's totals.
 
     The caches must already hold history[:-1] (the prefill). `history` grows in place.
     Timing counts only the engine's own work, not the time the consumer holds an event.
+    A tuner (engine.tuner.AutoDepth) chooses each round's depth and is told how it went.
     """
     sampler = Sampler(config.sampling, target.model.n_vocab)
     text = TextStream()
@@ -210,6 +220,7 @@ def generate(
     pieces: list[str] = []
     finish, message = FinishReason.MAX_TOKENS, ""
     want_top = config.top_candidates
+    banned = target.model.eog_tokens() if config.ignore_eog else ()
     want_probs = config.probabilities or not sampler.greedy
 
     while len(generated) < config.max_tokens:
@@ -222,9 +233,10 @@ def generate(
             finish = FinishReason.CONTEXT_FULL
             message = f"The reply filled the context window ({target.n_ctx:,} tokens); start a new conversation."
             break
-        depth = max(0, min(config.depth, config.max_tokens - len(generated) - 1, room - 1, target.max_rows - 1))
+        wanted = tuner.choose() if tuner is not None else config.depth
+        depth = max(0, min(wanted, config.max_tokens - len(generated) - 1, room - 1, target.max_rows - 1))
         r = speculative_round(
-            target, drafter, history, depth, sampler, config.p_min, bool(want_top), config.probabilities
+            target, drafter, history, depth, sampler, config.p_min, bool(want_top), config.probabilities, banned
         )
         draft, verdict = r.draft, r.verdict
         round_index = tally.rounds
@@ -243,7 +255,7 @@ def generate(
             rejected = draft.tokens[pos] if kind is TokenKind.REPLACED else None
             history.append(token)
             generated.append(token)
-            eog = is_eog(token) and not config.ignore_eog
+            eog = is_eog(token)
             chunk = "" if eog else text.push(piece(token))
             events.append(
                 TokenEvent(
@@ -265,6 +277,8 @@ def generate(
                 break
         round_s = time.perf_counter() - start
         tally.add(r, round_s)
+        if tuner is not None:
+            tuner.observe(len(draft.tokens), verdict.accepted)
 
         for event in events:
             released, stopped = stops.push(event)
@@ -284,6 +298,7 @@ def generate(
             rewind_ms=r.rewind_s * 1e3,
             overhead_ms=(round_s - r.llama_s) * 1e3,
             draft_tokens=tuple(draft.tokens),
+            depth=wanted,
         )
         if stop_here:
             break
@@ -305,7 +320,7 @@ def generate(
         generated_tokens=len(generated),
         decode_s=tally.decode_s,
         rounds=tally.rounds,
-        depth=config.depth,
+        depth=-1 if tuner is not None else config.depth,
         drafted=sum(tally.drafted_at),
         accepted=sum(tally.accepted_at),
         acceptance_per_position=per_pos,

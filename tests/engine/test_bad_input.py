@@ -43,14 +43,15 @@ def test_a_text_file_named_gguf_is_not_a_gguf(text_file):
     with pytest.raises(ModelFileError) as caught:
         Model(text_file)
     assert str(caught.value) == (
-        "notes.gguf is not a GGUF model file (it starts with 'Thes', not 'GGUF'). Choose a .gguf file made for llama.cpp."
+        "notes.gguf is not a GGUF model file (it starts with 'Thes', not 'GGUF'). "
+        "Choose a .gguf file made for llama.cpp."
     )
 
 
 def test_an_empty_file_is_not_a_gguf(tmp_path):
     path = tmp_path / "empty.gguf"
     path.touch()
-    with pytest.raises(ModelFileError, match="empty.gguf is not a GGUF model file"):
+    with pytest.raises(ModelFileError, match=r"^empty\.gguf is not a GGUF model file"):
         Model(path)
 
 

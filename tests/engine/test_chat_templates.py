@@ -131,7 +131,9 @@ def test_bos_eos_tojson_and_strftime_are_available():
 
 def test_raise_exception_becomes_a_chat_template_error():
     template = ChatTemplate(
-        "{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversations must start with a user turn.') }}{% endif %}"
+        "{% if messages[0]['role'] != 'user' %}"
+        "{{ raise_exception('Conversations must start with a user turn.') }}"
+        "{% endif %}"
     )
     assert template.render([Message("user", "hi")]) == ""
     with pytest.raises(ChatTemplateError) as caught:
@@ -187,5 +189,5 @@ def test_a_syntax_error_is_a_chat_template_error():
 
 
 def test_an_undefined_name_is_a_chat_template_error():
-    with pytest.raises(ChatTemplateError, match="^The model's chat template failed: 'tools' is undefined$"):
+    with pytest.raises(ChatTemplateError, match=r"^The model's chat template failed: 'tools' is undefined$"):
         ChatTemplate("{{ tools.name }}").render([Message("user", "hi")])

@@ -129,6 +129,10 @@ def expected_before(tokens: list[TokenEvent], stop: str) -> str:
     return out
 
 
+def decode(engine, ids: list[int]) -> str:
+    return b"".join(engine.target.piece(t) for t in ids).decode("utf-8", errors="replace")
+
+
 @pytest.mark.parametrize("depth", [0, 2])
 def test_generation_ends_before_the_stop_string(engine, prompts, unstopped, depth):
     config = GenerationConfig(max_tokens=N_TOKENS, depth=depth, stop=(STOP,))
@@ -144,7 +148,11 @@ def test_generation_ends_before_the_stop_string(engine, prompts, unstopped, dept
     # the stop ended the run: nothing was generated past the round that completed it
     rounds = [e for e in events if isinstance(e, RoundEvent)]
     assert len(rounds) == stats.rounds
-    assert stats.generated_tokens < N_TOKENS
+    ids = list(stats.token_ids)
+    assert ids == [t.token_id for t in unstopped[: len(ids)]]
+    in_last_round = rounds[-1].accepted + 1
+    assert STOP in decode(engine, ids)
+    assert STOP not in decode(engine, ids[:-in_last_round])
     if depth == 0:  # one token a round: the last one generated is the one that completed the stop
         assert stats.generated_tokens == len(tokens) + 1
         assert unstopped[len(tokens)].text == " bubble"

@@ -1,0 +1,1 @@
+"""The ruler: Draftlight's benchmark, measured against stock llama.cpp (the oracle)."""

@@ -1,0 +1,138 @@
+"""`draftlight bench` and `draftlight oracle`: the ruler from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine import catalog
+from engine.errors import DraftlightError
+from engine.ruler.prompts import built_in, load_file
+from engine.ruler.runner import Arm, BenchConfig, run_bench
+
+
+def _depths(text: str) -> list[int]:
+    try:
+        depths = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError("depths are whole numbers, e.g. 0,1,2,3") from None
+    if not depths or depths[0] < 0 or depths[-1] > 8:
+        raise argparse.ArgumentTypeError("depths must be between 0 and 8")
+    return depths
+
+
+def arms_for(args: argparse.Namespace) -> list[Arm]:
+    depths = sorted(set(args.depths) | {0})  # speedups are against depth 0
+    arms = [Arm("ours", "model" if d else "none", d) for d in depths]
+    if args.ngram_depth:
+        arms.append(Arm("ours", "ngram", args.ngram_depth))
+    if args.auto:
+        arms.append(Arm("ours", "model", None))
+    if not args.no_oracle:
+        arms += [Arm("llama.cpp", "model" if d else "none", d) for d in depths]
+    if args.repack:
+        arms.append(Arm("ours", "none", 0, fast=True))
+        if not args.no_oracle:
+            arms.append(Arm("llama.cpp", "none", 0, fast=True))
+    return arms
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from engine.cli import terminal_progress
+    from engine.ruler import report
+
+    progress = terminal_progress()
+    target = catalog.resolve(args.target if args.target != "default" else catalog.DEFAULT_TARGET, progress)
+    drafter = catalog.resolve(args.drafter if args.drafter != "default" else catalog.DEFAULT_DRAFTER, progress)
+    prompts = load_file(args.prompts) if args.prompts else built_in(args.only.split(",") if args.only else None)
+    build = None
+    if not args.no_oracle:
+        build = _oracle(args.build_oracle)
+    config = BenchConfig(
+        target=target,
+        drafter=drafter,
+        prompts=prompts,
+        arms=arms_for(args),
+        n_tokens=args.tokens,
+        repeats=args.repeats,
+        threads=args.threads,
+        n_ctx=args.ctx,
+        thinking=args.thinking == "on",
+        cool_pause_s=args.cool_pause,
+    )
+    print(
+        f"ruler: {len(prompts)} prompts x {len(config.arms)} arms x {args.repeats} repeats, {args.tokens} tokens each",
+        file=sys.stderr,
+    )
+    result = run_bench(config, build, lambda line: print(line, file=sys.stderr, flush=True))
+    paths = report.write(result, Path(args.out))
+    print(report.markdown(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    return 1 if report.mismatches(result) and args.strict else 0
+
+
+def _oracle(build_if_missing: bool):
+    from engine.ruler.oracle import OracleUnavailable, build_oracle, find_oracle
+
+    found = find_oracle()
+    if found is not None or not build_if_missing:
+        if found is None:
+            print("ruler: stock llama.cpp is not built (`make oracle`); running our arms alone", file=sys.stderr)
+        return found
+    try:
+        return build_oracle(lambda line: print(f"oracle: {line}", file=sys.stderr, flush=True))
+    except OracleUnavailable as exc:
+        print(f"ruler: {exc} Running our arms alone.", file=sys.stderr)
+        return None
+
+
+def cmd_oracle(args: argparse.Namespace) -> int:
+    from engine.ruler.oracle import build_oracle, find_oracle
+
+    if args.action == "status":
+        found = find_oracle()
+        print(f"stock llama.cpp: {found.source} in {found.bin_dir}" if found else "stock llama.cpp: not built")
+        return 0 if found else 1
+    build = build_oracle(lambda line: print(f"oracle: {line}", file=sys.stderr, flush=True), source=args.source)
+    print(f"stock llama.cpp: {build.source} in {build.bin_dir}")
+    return 0
+
+
+def add_cli(sub) -> None:
+    bench = sub.add_parser("bench", help="the ruler: our engine and stock llama.cpp on the same prompt bytes")
+    bench.add_argument("--prompts", help="JSONL of {category, prompt}, or Spec-Bench's question.jsonl")
+    bench.add_argument("--only", help="built-in prompts to run, e.g. code,writing (default: all six)")
+    bench.add_argument("--depths", type=_depths, default=[0, 1, 2], help="draft depths (default 0,1,2)")
+    bench.add_argument("--ngram-depth", type=int, default=3, help="depth of the n-gram arm; 0 leaves it out")
+    bench.add_argument("--auto", action="store_true", help="add the tuner's Auto arm")
+    bench.add_argument("--tokens", type=int, default=96, help="tokens generated in every run (default 96)")
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--threads", type=int, default=0)
+    bench.add_argument("--ctx", type=int, default=4096)
+    bench.add_argument("--thinking", choices=("on", "off"), default="off")
+    bench.add_argument("--target", default="default")
+    bench.add_argument("--drafter", default="default")
+    bench.add_argument("--no-oracle", action="store_true", help="our arms only")
+    bench.add_argument("--build-oracle", action="store_true", help="build stock llama.cpp first if it is missing")
+    bench.add_argument("--repack", action="store_true", help="also run depth 0 with weight repacking in both engines")
+    bench.add_argument("--cool-pause", type=float, default=2.0, help="seconds to pause where no thermal state is known")
+    bench.add_argument("--out", default="bench-results", help="folder for bench.md, bench.json and plots")
+    bench.add_argument("--strict", action="store_true", help="exit 1 if greedy arms disagree")
+    bench.set_defaults(func=cmd_bench)
+
+    oracle = sub.add_parser("oracle", help="build or locate stock llama.cpp (the ruler's reference)")
+    oracle.add_argument("action", choices=("build", "status"))
+    oracle.add_argument("--source", help="an sdist or a llama.cpp source folder instead of the pinned download")
+    oracle.set_defaults(func=cmd_oracle)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="draftlight")
+    add_cli(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except DraftlightError as exc:
+        print(f"draftlight: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,323 @@
+"""Running the ruler: every arm on every prompt, interleaved, warmed up, cooled down."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from engine.chat import Message
+from engine.ruler.prompts import BenchPrompt
+from engine.runtime import RuntimeOptions, runtime_version, system_info
+from engine.session import Engine
+from engine.speculative import GenerationConfig
+from engine.thermal import read_thermal, wait_until_cool
+
+Progress = Callable[[str], None]
+WARMUP_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way of generating: an engine, a drafter, a depth (None: the tuner decides)."""
+
+    engine: str  # "ours" or "llama.cpp"
+    drafter: str  # "model", "ngram" or "none"
+    depth: int | None
+    fast: bool = False  # ours: weight repacking allowed; llama.cpp: --repack
+
+    @property
+    def name(self) -> str:
+        what = "auto" if self.depth is None else f"d{self.depth}"
+        if self.drafter == "ngram":
+            what = f"ngram {what}"
+        return f"{self.engine} {what}{' repack' if self.fast else ''}"
+
+    @property
+    def is_plain(self) -> bool:
+        return self.depth == 0
+
+
+@dataclass
+class RunRecord:
+    """One measured run, as raw as it comes."""
+
+    arm: str
+    prompt: str
+    repeat: int
+    prompt_tokens: int
+    generated_tokens: int
+    prefill_s: float
+    decode_s: float
+    decode_tps: float
+    end_to_end_tps: float
+    rounds: int | None
+    drafted: int | None
+    accepted: int | None
+    acceptance_per_position: list[float] = field(default_factory=list)
+    draft_s: float | None = None
+    verify_s: float | None = None
+    commit_s: float | None = None
+    rewind_s: float | None = None
+    overhead_s: float | None = None
+    depth_used: list[int] = field(default_factory=list)  # auto: the depth of each round
+    predicted_speedup: float | None = None  # auto: what the tuner expected
+    token_ids: list[int] = field(default_factory=list)
+    thermal_start: str = ""
+    thermal_end: str = ""
+    waited_s: float = 0.0
+
+
+@dataclass
+class BenchConfig:
+    target: Path
+    drafter: Path
+    prompts: list[BenchPrompt]
+    arms: list[Arm]
+    n_tokens: int = 96
+    repeats: int = 3
+    threads: int = 0
+    n_ctx: int = 4096
+    thinking: bool = False
+    cool_timeout_s: float = 120.0
+    cool_pause_s: float = 2.0  # where the OS gives no thermal state
+
+
+@dataclass
+class BenchResult:
+    config: dict
+    machine: dict
+    prompts: dict[str, str]  # name -> the rendered prompt text both engines received
+    records: list[RunRecord]
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "config": self.config,
+            "machine": self.machine,
+            "prompts": self.prompts,
+            "records": [asdict(r) for r in self.records],
+            "notes": self.notes,
+        }
+
+
+def describe_machine(threads: int) -> dict:
+    import os
+
+    info = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or "",
+        "cpu_count": os.cpu_count(),
+        "threads": threads,
+        "python": platform.python_version(),
+        "runtime": runtime_version(),
+        "llama_cpp_system_info": system_info(),
+        "thermal": read_thermal().describe(),
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gib"] = round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return info
+
+
+class OursRunner:
+    """Our engine's arms: one Engine per weight layout, drafters swapped per arm."""
+
+    def __init__(self, config: BenchConfig) -> None:
+        from engine.drafters import ModelDrafter, NgramDrafter
+        from engine.runtime import Model
+
+        self.config = config
+        self.engines: dict[bool, Engine] = {}
+        self.drafters: dict[tuple[bool, str], object] = {}
+        fast_wanted = {a.fast for a in config.arms if a.engine == "ours"} or {False}
+        for fast in sorted(fast_wanted):
+            options = RuntimeOptions(n_ctx=config.n_ctx, n_threads=config.threads, exact=not fast)
+            engine = Engine(Model(config.target, options), None, options)
+            self.engines[fast] = engine
+            if any(a.engine == "ours" and a.fast == fast and a.drafter == "model" for a in config.arms):
+                self.drafters[(fast, "model")] = ModelDrafter(Model(config.drafter, options), options)
+            self.drafters[(fast, "ngram")] = NgramDrafter()
+        self.tuners: dict[str, object] = {}
+
+    def render(self, prompt: BenchPrompt) -> str:
+        engine = next(iter(self.engines.values()))
+        return engine.render([Message("user", prompt.text)], thinking=self.config.thinking)
+
+    def run(self, arm: Arm, prompt: BenchPrompt, rendered: str, n_tokens: int) -> RunRecord:
+        engine = self.engines[arm.fast]
+        engine.drafter = self.drafters.get((arm.fast, arm.drafter))
+        ids = engine.tokenize_prompt(rendered)
+        engine.ctx.clear()  # every run prefills the whole prompt, as llama.cpp's does
+        if engine.drafter is not None:
+            engine.drafter.reset()
+            if hasattr(engine.drafter, "ctx"):
+                engine.drafter.ctx.clear()
+        tuner = None
+        if arm.depth is None:
+            from engine.tuner import AutoDepth
+
+            tuner = AutoDepth.for_engine(engine)
+        config = GenerationConfig(max_tokens=n_tokens, depth=arm.depth or 0, ignore_eog=True)
+        stats, depths = None, []
+        events = engine.stream(ids, config, tuner=tuner) if tuner else engine.stream(ids, config)
+        for event in events:
+            if type(event).__name__ == "RoundEvent":
+                depths.append(event.drafted)
+            stats = event
+        assert stats is not None
+        return RunRecord(
+            arm=arm.name,
+            prompt=prompt.name,
+            repeat=0,
+            prompt_tokens=stats.prompt_tokens,
+            generated_tokens=stats.generated_tokens,
+            prefill_s=stats.prefill_s,
+            decode_s=stats.decode_s,
+            decode_tps=stats.decode_tps,
+            end_to_end_tps=stats.end_to_end_tps,
+            rounds=stats.rounds,
+            drafted=stats.drafted,
+            accepted=stats.accepted,
+            acceptance_per_position=list(stats.acceptance_per_position),
+            draft_s=stats.draft_s,
+            verify_s=stats.verify_s,
+            commit_s=stats.commit_s,
+            rewind_s=stats.rewind_s,
+            overhead_s=stats.overhead_s,
+            depth_used=depths if tuner else [],
+            predicted_speedup=tuner.predicted_speedup() if tuner else None,
+            token_ids=list(stats.token_ids),
+        )
+
+    def close(self) -> None:
+        for d in self.drafters.values():
+            close = getattr(d, "close", None)
+            if close:
+                close()
+        for e in self.engines.values():
+            e.close()
+
+
+class OracleRunner:
+    """Stock llama.cpp's arms: one llama-server per arm, kept for the whole run."""
+
+    def __init__(self, config: BenchConfig, build) -> None:
+        from engine.ruler import oracle
+
+        self.servers = {}
+        threads = config.threads or RuntimeOptions().threads
+        for arm in config.arms:
+            if arm.engine != "llama.cpp":
+                continue
+            if arm.depth == 0:
+                server = oracle.serve_plain(build, config.target, threads, config.n_ctx, arm.fast)
+            else:
+                server = oracle.serve_speculative(
+                    build, config.target, config.drafter, arm.depth, threads, config.n_ctx, arm.fast
+                )
+            server.start()
+            self.servers[arm.name] = server
+
+    def run(self, arm: Arm, prompt: BenchPrompt, rendered: str, n_tokens: int) -> RunRecord:
+        r = self.servers[arm.name].run(rendered, n_tokens)
+        rounds = None
+        if r.accepted is not None:
+            rounds = (r.generated_tokens - 1) - r.accepted  # the first token comes from the prefill
+        return RunRecord(
+            arm=arm.name,
+            prompt=prompt.name,
+            repeat=0,
+            prompt_tokens=r.prompt_tokens,
+            generated_tokens=r.generated_tokens,
+            prefill_s=r.prefill_s,
+            decode_s=r.decode_s,
+            decode_tps=r.decode_tps,
+            end_to_end_tps=r.end_to_end_tps,
+            rounds=rounds if rounds is not None else r.generated_tokens - 1,
+            drafted=r.drafted,
+            accepted=r.accepted,
+            token_ids=list(r.token_ids or ()),
+        )
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.close()
+
+
+def run_bench(config: BenchConfig, oracle_build=None, progress: Progress = print) -> BenchResult:
+    """Every arm on every prompt, repeats interleaved, a warm-up and a cool-down before each run."""
+    threads = config.threads or RuntimeOptions().threads
+    ours = OursRunner(config)
+    notes: list[str] = []
+    theirs = None
+    if any(a.engine == "llama.cpp" for a in config.arms):
+        if oracle_build is None:
+            notes.append("stock llama.cpp was not available; only our arms ran")
+        else:
+            progress("starting stock llama.cpp (one llama-server per arm)…")
+            try:
+                theirs = OracleRunner(config, oracle_build)
+            except Exception as exc:  # the oracle's failure must not cost our arms
+                notes.append(f"stock llama.cpp could not run: {exc}")
+                progress(f"stock llama.cpp could not run ({exc}); running our arms alone")
+    arms = [a for a in config.arms if a.engine == "ours" or theirs is not None]
+    rendered = {p.name: ours.render(p) for p in config.prompts}
+    records: list[RunRecord] = []
+    total = config.repeats * len(config.prompts) * len(arms)
+    done, started = 0, time.monotonic()
+    try:
+        for repeat in range(config.repeats):
+            for prompt in config.prompts:
+                # rotate the arm order each repeat, so drift and heat fall on every arm alike
+                shift = (repeat + config.prompts.index(prompt)) % len(arms)
+                for arm in arms[shift:] + arms[:shift]:
+                    runner = ours if arm.engine == "ours" else theirs
+                    reading, waited = wait_until_cool(config.cool_timeout_s, fixed_pause_s=config.cool_pause_s)
+                    runner.run(arm, prompt, rendered[prompt.name], WARMUP_TOKENS)
+                    record = runner.run(arm, prompt, rendered[prompt.name], config.n_tokens)
+                    record.repeat = repeat
+                    record.thermal_start, record.thermal_end = reading.describe(), read_thermal().describe()
+                    record.waited_s = waited
+                    records.append(record)
+                    done += 1
+                    elapsed = time.monotonic() - started
+                    left = elapsed / done * (total - done)
+                    progress(
+                        f"[{done}/{total}] {arm.name:18} {prompt.name:14} repeat {repeat + 1}/{config.repeats}: "
+                        f"{record.decode_tps:5.1f} tok/s decode; about {left / 60:.0f} min left"
+                    )
+    finally:
+        ours.close()
+        if theirs is not None:
+            theirs.close()
+    cfg = {
+        "target": str(config.target),
+        "drafter": str(config.drafter),
+        "arms": [a.name for a in arms],
+        "n_tokens": config.n_tokens,
+        "repeats": config.repeats,
+        "threads": threads,
+        "n_ctx": config.n_ctx,
+        "thinking": config.thinking,
+        "oracle": getattr(oracle_build, "source", None),
+    }
+    return BenchResult(cfg, describe_machine(threads), rendered, records, notes)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")

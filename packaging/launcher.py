@@ -1,0 +1,12 @@
+"""The frozen app's entry point: `engine.cli:main`, as the `draftlight` script runs it.
+
+No arguments open the window; `--self-test` runs the self-test; the other subcommands
+work too (`Draftlight models --list`).
+"""
+
+import sys
+
+from engine.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
