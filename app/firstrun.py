@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
+    QLayout,
     QProgressBar,
     QPushButton,
     QVBoxLayout,
@@ -116,7 +117,7 @@ class FirstRunDialog(QDialog):
         self.choose_file = choose_file
         self.request: LoadRequest | None = None
         self.downloaded: tuple[Path, Path] | None = None
-        self.thread: QThread | None = None
+        self.download_thread: QThread | None = None
         self.worker: DownloadWorker | None = None
 
         target, drafter = PAIR
@@ -124,8 +125,8 @@ class FirstRunDialog(QDialog):
         intro = QLabel(
             "<p>Draftlight needs two models: a <b>target</b> that writes the reply and a smaller "
             "<b>drafter</b> that guesses ahead of it.</p>"
-            f"<p>The default pair is {target.title} ({target.size / 1e9:.1f} GB) drafted by "
-            f"{drafter.title} ({drafter.size / 1e9:.1f} GB), {total_gb:.1f} GB in all, from the "
+            f"<p>The default pair is {target.title}, {target.size / 1e9:.1f} GB, drafted by "
+            f"{drafter.title}, {drafter.size / 1e9:.1f} GB: {total_gb:.1f} GB in all from the "
             "Hugging Face hub. They go to your user cache folder, not into the app; an interrupted "
             "download picks up where it stopped, and each file is checked against its SHA-256 "
             "before use.</p>"
@@ -133,6 +134,7 @@ class FirstRunDialog(QDialog):
             "vocabulary.</p>"
         )
         intro.setWordWrap(True)
+        intro.setMinimumWidth(540)  # wrapped text sets the dialog's width, and from it its height
         # The failure's first sentence ("... is not available."); where was tried, on hover.
         self.reason = QLabel(reason.split(" Tried: ")[0])
         self.reason.setObjectName("reason")
@@ -161,12 +163,12 @@ class FirstRunDialog(QDialog):
         buttons.addWidget(self.download_button)
 
         layout = QVBoxLayout(self)
-        layout.addWidget(intro)
+        layout.setSizeConstraint(QLayout.SizeConstraint.SetFixedSize)  # fits its wrapped text in every state
         layout.addWidget(self.reason)
+        layout.addWidget(intro)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
         layout.addLayout(buttons)
-        self.setMinimumWidth(560)
 
         self.download_button.clicked.connect(self.start_download)
         self.choose_button.clicked.connect(self.choose_files)
@@ -178,27 +180,27 @@ class FirstRunDialog(QDialog):
 
     @property
     def downloading(self) -> bool:
-        return self.thread is not None and self.thread.isRunning()
+        return self.download_thread is not None and self.download_thread.isRunning()
 
     # ---- download ----
     def start_download(self) -> None:
         if self.downloading:
             return
-        self.thread = QThread(self)
-        self.thread.setObjectName("first-run download")
+        self.download_thread = QThread(self)
+        self.download_thread.setObjectName("first-run download")
         self.worker = DownloadWorker(self.download)
-        self.worker.moveToThread(self.thread)
-        self.thread.started.connect(self.worker.run)
+        self.worker.moveToThread(self.download_thread)
+        self.download_thread.started.connect(self.worker.run)
         self.worker.progress.connect(self._progress)
         self.worker.fetched.connect(self._fetched)
         self.worker.failed.connect(self._failed)
-        self.worker.fetched.connect(self.thread.quit)
-        self.worker.failed.connect(self.thread.quit)
+        self.worker.fetched.connect(self.download_thread.quit)
+        self.worker.failed.connect(self.download_thread.quit)
         self._set_busy(True)
         self.status.setText("Starting the download…")
         self.progress.setValue(0)
         self.progress.show()
-        self.thread.start()
+        self.download_thread.start()
 
     def stop_download(self) -> None:
         if self.worker is not None and self.downloading:
@@ -226,10 +228,12 @@ class FirstRunDialog(QDialog):
         self.download_button.setText("Resume the download" if stopped else "Try the download again")
 
     def _set_busy(self, busy: bool) -> None:
+        """While downloading, the one thing to press is Stop."""
         for button in (self.download_button, self.choose_button, self.later_button):
-            button.setEnabled(not busy)
+            button.setVisible(not busy)
         self.stop_button.setVisible(busy)
         self.stop_button.setEnabled(busy)
+        (self.stop_button if busy else self.download_button).setDefault(True)
 
     # ---- local files ----
     def choose_files(self) -> None:
@@ -258,4 +262,4 @@ class FirstRunDialog(QDialog):
     def _stop_for_exit(self) -> None:
         if self.worker is not None and self.downloading:
             self.worker.cancel()
-            self.thread.wait(10_000)
+            self.download_thread.wait(10_000)

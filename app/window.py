@@ -132,6 +132,7 @@ class MainWindow(QMainWindow):
             ("New conversation", QKeySequence.StandardKey.New, self.new_conversation),
             ("Export token trace (JSONL)…", None, self.export_trace_dialog),
             ("Export charts (PNG)…", None, self.export_charts_dialog),
+            ("Teaching mode…", None, self.open_teaching),
             ("Quit", QKeySequence.StandardKey.Quit, self.close),
         ):
             action = QAction(text, self)
@@ -139,6 +140,11 @@ class MainWindow(QMainWindow):
                 action.setShortcut(shortcut)
             action.triggered.connect(slot)
             menu.addAction(action)
+        tools = self.menuBar().addMenu("&Tools")
+        for text, slot in (("Prompt lab…", self.open_prompt_lab), ("Speedup calculator…", self.open_calculator)):
+            action = QAction(text, self)
+            action.triggered.connect(slot)
+            tools.addAction(action)
 
         self.new_button.clicked.connect(self.new_conversation)
         self.conversation_list.currentItemChanged.connect(self._conversation_selected)
@@ -356,6 +362,26 @@ class MainWindow(QMainWindow):
         self.first_run_dialog = dialog
         return dialog
 
+    def open_prompt_lab(self):
+        """The prompt lab: a list of prompts through the loaded pair at several depths."""
+        from app.lab import PromptLab
+
+        if getattr(self, "prompt_lab", None) is None:
+            self.prompt_lab = PromptLab(self)
+        self.prompt_lab.show()
+        self.prompt_lab.raise_()
+        return self.prompt_lab
+
+    def open_calculator(self):
+        """The speedup calculator, prefilled from this machine's profile and this session."""
+        from app.calculator import SpeedupCalculator
+
+        if getattr(self, "calculator", None) is None:
+            self.calculator = SpeedupCalculator.for_window(self)
+        self.calculator.show()
+        self.calculator.raise_()
+        return self.calculator
+
     def _busy_changed(self, busy: bool) -> None:
         self.busy = busy
         self._update_buttons()
@@ -420,6 +446,16 @@ class MainWindow(QMainWindow):
         label = self.status_labels["thermal"]
         label.setText(f"thermal {reading.state.value}")
         label.setToolTip(reading.describe())
+
+    def open_teaching(self):
+        """The teaching window: rounds step by step, replays, off and on side by side."""
+        from app.teaching import TeachingWindow
+
+        if getattr(self, "teaching", None) is None:
+            self.teaching = TeachingWindow(self)
+        self.teaching.show()
+        self.teaching.raise_()
+        return self.teaching
 
     # ---- export ----
     def export_trace(self, path: Path) -> int:

@@ -1,0 +1,170 @@
+"""Off and on, side by side: the same prompt with speculation off, then on.
+
+Greedy decoding, so the two panes must hold the same text in different colours. Where
+they differ, the first differing token is marked and the batch-invariance probe says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
+
+from app.transcript import TranscriptView
+from engine.chat import Message
+from engine.errors import DraftlightError
+from engine.events import RunStats, TokenEvent
+from engine.speculative import GenerationConfig
+
+COMPARE_TOKENS = 96
+
+
+@dataclass(frozen=True)
+class Side:
+    tokens: list[TokenEvent]
+    stats: RunStats
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class Comparison:
+    off: Side
+    on: Side
+    first_difference: int | None  # token index, None when the texts agree
+    explanation: str
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+class CompareWorker(QObject):
+    done = Signal(object)  # Comparison
+    failed = Signal(str)
+
+    def __init__(self, chat_worker) -> None:
+        super().__init__()
+        self.chat_worker = chat_worker
+
+    @Slot(str, int)
+    def run(self, prompt: str, depth: int) -> None:
+        import time
+
+        engine = self.chat_worker.engine
+        if engine is None:
+            self.failed.emit("No model is loaded yet.")
+            return
+        try:
+            ids = engine.tokenize_prompt(engine.render([Message("user", prompt)]))
+            sides = []
+            for d in (0, depth if engine.drafter is not None else 0):
+                engine.ctx.clear()  # each side prefills the whole prompt: like with like
+                t0 = time.perf_counter()
+                events = list(engine.stream(ids, GenerationConfig(max_tokens=COMPARE_TOKENS, depth=d)))
+                sides.append(
+                    Side([e for e in events if isinstance(e, TokenEvent)], events[-1], time.perf_counter() - t0)
+                )
+            diff = first_difference([t.token_id for t in sides[0].tokens], [t.token_id for t in sides[1].tokens])
+            explanation = "The two texts are identical, token for token: speculation changed the speed, not the words."
+            if diff is not None:
+                from engine.probe import batch_invariance
+
+                probe = batch_invariance(engine.ctx, ids)
+                explanation = (
+                    f"The texts part at token {diff + 1}. Batch-invariance probe on this machine: {probe.describe()}"
+                )
+                if probe.invariant:
+                    explanation += " The kernels are invariant, so this difference is a bug: please report it."
+            self.done.emit(Comparison(sides[0], sides[1], diff, explanation))
+        except DraftlightError as exc:
+            self.failed.emit(str(exc))
+
+
+class ComparePanel(QWidget):
+    request = Signal(str, int)
+
+    def __init__(self, main_window=None, parent=None) -> None:
+        super().__init__(parent)
+        self.main_window = main_window
+        self.result: Comparison | None = None
+        layout = QVBoxLayout(self)
+        top = QHBoxLayout()
+        self.prompt = QLineEdit("Explain what a hash map is in three sentences.")
+        self.depth = QSpinBox()
+        self.depth.setRange(1, 4)
+        self.depth.setValue(2)
+        self.depth.setPrefix("on: depth ")
+        self.run_button = QPushButton("Run off, then on")
+        top.addWidget(self.prompt, 1)
+        top.addWidget(self.depth)
+        top.addWidget(self.run_button)
+        layout.addLayout(top)
+        grid = QGridLayout()
+        self.off_label, self.on_label = QLabel("Speculation off"), QLabel("Speculation on")
+        self.off_view, self.on_view = TranscriptView(), TranscriptView()
+        grid.addWidget(self.off_label, 0, 0)
+        grid.addWidget(self.on_label, 0, 1)
+        grid.addWidget(self.off_view, 1, 0)
+        grid.addWidget(self.on_view, 1, 1)
+        layout.addLayout(grid, 1)
+        self.verdict = QLabel()
+        self.verdict.setWordWrap(True)
+        layout.addWidget(self.verdict)
+        self.run_button.clicked.connect(self.run)
+        if main_window is not None:
+            self.worker = CompareWorker(main_window.worker)
+            self.worker.moveToThread(main_window.thread)
+            self.request.connect(self.worker.run)
+            self.worker.done.connect(self.show_result)
+            self.worker.failed.connect(self.verdict.setText)
+
+    def run(self) -> None:
+        if self.main_window is not None and self.main_window.streaming:
+            self.verdict.setText("The chat is streaming a reply; compare once it has finished.")
+            return
+        self.run_button.setEnabled(False)
+        self.verdict.setText("Running with speculation off, then on…")
+        self.request.emit(self.prompt.text(), self.depth.value())
+
+    def show_result(self, result: Comparison) -> None:
+        self.result = result
+        self.run_button.setEnabled(True)
+        for view, label, side, name in (
+            (self.off_view, self.off_label, result.off, "Speculation off"),
+            (self.on_view, self.on_label, result.on, f"Speculation on (depth {result.on.stats.depth})"),
+        ):
+            view.clear_conversation()
+            view.show_reply(side.tokens, side.stats, False)
+            s = side.stats
+            label.setText(
+                f"<b>{name}</b>: {side.wall_s:.2f} s, {s.decode_tps:.1f} tok/s decode"
+                + (f", acceptance {s.acceptance:.0%}" if s.drafted else "")
+            )
+        if result.first_difference is not None:
+            for view in (self.off_view, self.on_view):
+                self._mark(view, result.first_difference)
+        speed = result.on.stats.decode_tps / result.off.stats.decode_tps if result.off.stats.decode_tps else 0
+        self.verdict.setText(f"{result.explanation} Speculation on ran at {speed:.2f}x the speed of off.")
+
+    @staticmethod
+    def _mark(view: TranscriptView, index: int) -> None:
+        """A red wavy underline under the first token that differs."""
+        for span in view.spans():
+            if span.token_index == index:
+                cursor = QTextCursor(view.document())
+                cursor.setPosition(span.start)
+                cursor.setPosition(span.end, QTextCursor.MoveMode.KeepAnchor)
+                fmt = QTextCharFormat()
+                fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
+                fmt.setUnderlineColor(QColor("#d62728"))
+                fmt.setToolTip("the first token where the two panes differ")
+                cursor.mergeCharFormat(fmt)
+                return
+
+
+__all__ = ["ComparePanel", "Comparison", "Qt", "first_difference"]

@@ -1,0 +1,589 @@
+"""The prompt lab: a list of prompts through the loaded pair at several depths, side by side.
+
+Each prompt runs greedy for a fixed number of tokens (end-of-generation banned) at each
+chosen depth. The table shows what each run's RunStats say (acceptance per position,
+mean accepted length, decode tok/s) and the depth this machine's box profile predicts
+is best for the prompt's measured acceptance. The runs use the window's engine on the
+window's engine thread, so the lab and the chat never run at once.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, QSortFilterProxyModel, Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.calculator import pair_of
+from engine.chat import Message
+from engine.drafters import NgramDrafter
+from engine.errors import DraftlightError
+from engine.events import FinishReason, RoundEvent, RunStats
+from engine.ruler.prompts import BenchPrompt, load_file
+from engine.speculative import GenerationConfig
+from engine.tuner import BoxProfile, best_depth, conditional_acceptance, load_profile, profile_for_target_only
+
+SORT_ROLE = Qt.ItemDataRole.UserRole
+DEFAULT_DEPTHS = (0, 1, 2, 3)
+OFFERED_DEPTHS = (0, 1, 2, 3, 4)
+NO_PROFILE = (
+    "No box profile for this pair yet (run `draftlight tune` or pick Auto once): "
+    "the best depth shown is the measured fastest."
+)
+
+
+# ---- prompts ----------------------------------------------------------------------------
+
+
+def parse_prompts(text: str) -> list[BenchPrompt]:
+    """Pasted prompts: one per line, or JSONL of {"category", "prompt"}, or Spec-Bench's question.jsonl.
+
+    The text is JSON lines when its first line is a JSON object; then every line must be.
+    """
+    lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        raise DraftlightError("There are no prompts: paste one per line, or load a file.")
+    json_lines = _json_object(lines[0][1]) is not None
+    prompts: list[BenchPrompt] = []
+    counts: dict[str, int] = {}
+    for number, line in lines:
+        name = None
+        if not json_lines:
+            prompt, category = line, "prompt"
+        else:
+            item = _json_object(line)
+            if item is None:
+                raise DraftlightError(f"Line {number} is not a JSON object, and the lines above it are.")
+            if "turns" in item:  # Spec-Bench: the first turn
+                turns = item.get("turns") or [""]
+                prompt, category = turns[0], str(item.get("category", "spec-bench"))
+                if "question_id" in item:
+                    name = f"{category}-{item['question_id']}"
+            elif "prompt" in item:
+                prompt, category = item["prompt"], str(item.get("category", "prompt"))
+            else:
+                raise DraftlightError(f'Line {number} has neither "prompt" nor "turns".')
+            if not isinstance(prompt, str) or not prompt.strip():
+                raise DraftlightError(f"Line {number} has an empty prompt.")
+        counts[category] = counts.get(category, 0) + 1
+        name = name or (category if counts[category] == 1 else f"{category}-{counts[category]}")
+        prompts.append(BenchPrompt(name, category, prompt))
+    return prompts
+
+
+def _json_object(line: str) -> dict | None:
+    if not line.startswith("{"):
+        return None
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return item if isinstance(item, dict) else None
+
+
+def load_prompts(path: str | Path) -> list[BenchPrompt]:
+    """A prompts file: JSONL or Spec-Bench through the ruler's reader; plain lines otherwise."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DraftlightError(f"Cannot read the prompts file {path}: {exc.strerror}.") from exc
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return load_file(path) if first.startswith("{") else parse_prompts(text)
+
+
+def as_jsonl(prompts: list[BenchPrompt]) -> str:
+    """Prompts as JSONL, which parse_prompts reads back (prompts may hold new lines)."""
+    return "\n".join(json.dumps({"category": p.category, "prompt": p.text}, ensure_ascii=False) for p in prompts)
+
+
+# ---- runs and the best depth (no Qt) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabRequest:
+    prompts: tuple[BenchPrompt, ...]
+    depths: tuple[int, ...] = DEFAULT_DEPTHS
+    max_tokens: int = 64
+
+
+@dataclass(frozen=True)
+class LabRun:
+    """One prompt at one depth: the engine's RunStats and each round's (drafted, accepted)."""
+
+    prompt_index: int
+    prompt: BenchPrompt
+    depth: int
+    stats: RunStats
+    rounds: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class MachineCosts:
+    """The box profile the predictions use; None where this pair has none yet."""
+
+    profile: BoxProfile | None = None
+    drafter_step_s: float | None = None  # 0 for a drafter with no model
+
+
+def machine_costs(engine) -> MachineCosts:
+    pair = pair_of(engine)
+    if pair is not None:
+        return MachineCosts(load_profile(pair.target, pair.drafter, pair.options))
+    if isinstance(engine.drafter, NgramDrafter):
+        try:
+            return MachineCosts(profile_for_target_only(engine.target, engine.options), 0.0)
+        except DraftlightError:
+            pass
+    return MachineCosts()
+
+
+def best_for_prompt(runs: list[LabRun], costs: MachineCosts) -> tuple[int, str] | None:
+    """The best depth for one prompt's runs, and what it rests on: "profile" or "measured".
+
+    With a profile: engine.tuner.best_depth on the conditional acceptance measured over
+    all the prompt's rounds. Without: the depth with the highest measured decode tok/s.
+    """
+    if not runs:
+        return None
+    if costs.profile is not None:
+        acceptance = conditional_acceptance([r for run in runs for r in run.rounds], max(run.depth for run in runs))
+        return best_depth(costs.profile, acceptance, costs.drafter_step_s)[0], "profile"
+    return max(runs, key=lambda run: run.stats.decode_tps).depth, "measured"
+
+
+class LabWorker(QObject):
+    """Runs a LabRequest on the engine thread; cancel() is the only call from elsewhere."""
+
+    costs_found = Signal(object)  # MachineCosts
+    progress = Signal(int, int, str)  # runs done, runs in all, "prompt i of n, depth k"
+    run_done = Signal(object)  # LabRun
+    failed = Signal(str)
+    finished = Signal(bool)  # True when cancelled
+
+    def __init__(self, engine_worker) -> None:
+        super().__init__()
+        self.engine_worker = engine_worker  # the window's EngineWorker, on this same thread
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    @Slot(object)
+    def run(self, request: LabRequest) -> None:
+        stopped = False
+        try:
+            stopped = self._run(request)
+        except DraftlightError as exc:
+            self.failed.emit(str(exc))
+        except Exception as exc:  # the app must survive anything a run does
+            self.failed.emit(f"The lab failed: {exc}")
+            traceback.print_exc()
+        finally:
+            self.finished.emit(stopped)
+
+    def _run(self, request: LabRequest) -> bool:
+        engine = self.engine_worker.engine
+        if engine is None:
+            raise DraftlightError("No model is loaded yet.")
+        if engine.drafter is None and any(request.depths):
+            raise DraftlightError("No drafter is loaded: choose one in the side panel, or run depth 0 only.")
+        self.costs_found.emit(machine_costs(engine))
+        n, total = len(request.prompts), len(request.prompts) * len(request.depths)
+        done = 0
+        for i, prompt in enumerate(request.prompts):
+            ids = engine.tokenize_prompt(engine.render([Message("user", prompt.text)]))
+            for depth in request.depths:
+                if self.cancelled.is_set():
+                    return True
+                self.progress.emit(done, total, f"prompt {i + 1} of {n}, depth {depth}")
+                config = GenerationConfig(
+                    max_tokens=request.max_tokens, depth=depth, ignore_eog=True, probabilities=False
+                )
+                rounds, stats = [], None
+                for event in engine.stream(ids, config, self.cancelled.is_set):
+                    if isinstance(event, RoundEvent):
+                        rounds.append((event.drafted, event.accepted))
+                    elif isinstance(event, RunStats):
+                        stats = event
+                if stats is None or stats.finish_reason is FinishReason.CANCELLED:
+                    return True  # a run cut short measures nothing: it is dropped
+                self.run_done.emit(LabRun(i, prompt, depth, stats, tuple(rounds)))
+                done += 1
+        self.progress.emit(total, total, "done")
+        return False
+
+
+# ---- the table --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    value: Callable[[LabRun], object]  # the raw figure (None where there is none)
+    show: Callable[[object], str] = str
+    text: bool = False  # sorts as text; numbers sort as numbers
+
+
+def _percent(v: object) -> str:
+    return f"{v:.1%}"
+
+
+def _fixed(places: int) -> Callable[[object], str]:
+    return lambda v: f"{v:.{places}f}"
+
+
+@dataclass
+class LabResults:
+    """The runs so far and the columns that show them (no Qt)."""
+
+    costs: MachineCosts = field(default_factory=MachineCosts)
+    max_depth: int = max(DEFAULT_DEPTHS)
+    runs: list[LabRun] = field(default_factory=list)
+
+    def columns(self) -> list[Column]:
+        accept = [
+            Column(
+                f"Accept @{i + 1}",
+                lambda r, i=i: r.stats.acceptance_per_position[i] if i < len(r.stats.acceptance_per_position) else None,
+                _percent,
+            )
+            for i in range(self.max_depth)
+        ]
+        return [
+            Column("#", lambda r: r.prompt_index + 1),
+            Column("Category", lambda r: r.prompt.category, text=True),
+            Column("Prompt", lambda r: _first_line(r.prompt.text), text=True),
+            Column("Depth", lambda r: r.depth),
+            Column("Tokens", lambda r: r.stats.generated_tokens),
+            *accept,
+            Column("Mean accepted length", lambda r: r.stats.mean_accepted_length, _fixed(2)),
+            Column("Decode tok/s", lambda r: r.stats.decode_tps, _fixed(1)),
+            Column("Speedup vs depth 0", self.speedup, lambda v: f"{v:.2f}×"),
+            Column("Best depth", lambda r: self.best(r.prompt_index)[0]),
+            Column("Best from", lambda r: self.best(r.prompt_index)[1], text=True),
+        ]
+
+    def runs_of(self, prompt_index: int) -> list[LabRun]:
+        return [r for r in self.runs if r.prompt_index == prompt_index]
+
+    def best(self, prompt_index: int) -> tuple[int, str]:
+        return best_for_prompt(self.runs_of(prompt_index), self.costs) or (0, "")
+
+    def speedup(self, run: LabRun) -> float | None:
+        plain = next((r for r in self.runs_of(run.prompt_index) if r.depth == 0), None)
+        if plain is None or plain.stats.decode_tps <= 0:
+            return None
+        return run.stats.decode_tps / plain.stats.decode_tps
+
+    def write_csv(self, path: Path, order: list[int] | None = None) -> None:
+        """Raw figures, full precision, rows in `order` (the table's sorting)."""
+        columns = self.columns()
+        with Path(path).open("w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow([c.header for c in columns])
+            for i in order if order is not None else range(len(self.runs)):
+                out.writerow(["" if (v := c.value(self.runs[i])) is None else v for c in columns])
+
+    def markdown(self, order: list[int] | None = None) -> str:
+        """The table as shown, as a markdown table."""
+        columns = self.columns()
+        lines = ["| " + " | ".join(c.header for c in columns) + " |", "|" + "---|" * len(columns)]
+        for i in order if order is not None else range(len(self.runs)):
+            cells = [self.shown(c, self.runs[i]).replace("|", "\\|") for c in columns]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def shown(column: Column, run: LabRun) -> str:
+        value = column.value(run)
+        return "—" if value is None else column.show(value)
+
+
+def _first_line(text: str, width: int = 60) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+class LabTableModel(QAbstractTableModel):
+    """LabResults for a QTableView: text to show, raw figures under SORT_ROLE for sorting."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.results = LabResults()
+        self._columns = self.results.columns()
+
+    def begin(self, request: LabRequest) -> None:
+        self.beginResetModel()
+        self.results = LabResults(max_depth=max(request.depths))
+        self._columns = self.results.columns()
+        self.endResetModel()
+
+    def set_costs(self, costs: MachineCosts) -> None:
+        self.results.costs = costs
+        self._changed()
+
+    def add(self, run: LabRun) -> None:
+        n = len(self.results.runs)
+        self.beginInsertRows(QModelIndex(), n, n)
+        self.results.runs.append(run)
+        self.endInsertRows()
+        self._changed()  # a prompt's best depth and speedups move with each run
+
+    def _changed(self) -> None:
+        if self.results.runs:
+            self.dataChanged.emit(self.index(0, 0), self.index(self.rowCount() - 1, self.columnCount() - 1))
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.results.runs)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._columns)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self._columns[section].header
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        run, column = self.results.runs[index.row()], self._columns[index.column()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self.results.shown(column, run)
+        if role == SORT_ROLE:
+            value = column.value(run)
+            return ("" if column.text else -1.0) if value is None else value
+        if role == Qt.ItemDataRole.ToolTipRole and column.header == "Prompt":
+            return run.prompt.text
+        return None
+
+
+class _NumericSort(QSortFilterProxyModel):
+    """Numbers compare as numbers (not as text); text compares without case."""
+
+    def lessThan(self, left, right) -> bool:
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        if isinstance(a, int | float) and isinstance(b, int | float):
+            return a < b
+        return str(a).casefold() < str(b).casefold()
+
+
+# ---- the window -------------------------------------------------------------------------
+
+
+class PromptLab(QWidget):
+    """Paste or load prompts, choose depths and a token count, run, sort, export."""
+
+    request_run = Signal(object)  # LabRequest, to the LabWorker on the engine thread
+    running_changed = Signal(bool)
+
+    def __init__(self, main_window) -> None:
+        super().__init__(main_window)
+        self.setWindowFlag(Qt.WindowType.Window, True)
+        self.setWindowTitle("Prompt lab")
+        self.main = main_window
+        self.running = False
+
+        self.prompts = QPlainTextEdit()
+        self.prompts.setPlaceholderText(
+            'One prompt per line; or JSON lines of {"category": …, "prompt": …}; or Spec-Bench\'s question.jsonl.'
+        )
+        self.prompts.setMaximumHeight(140)
+        self.load_button = QPushButton("Load file…")
+        self.depth_boxes = {d: QCheckBox(str(d)) for d in OFFERED_DEPTHS}
+        for d, box in self.depth_boxes.items():
+            box.setChecked(d in DEFAULT_DEPTHS)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 4096)
+        self.max_tokens.setValue(64)
+        self.start_button = QPushButton("Run")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.progress.setFormat("")
+        self.status = QLabel()
+        self.status.setObjectName("lab_status")
+        self.status.setWordWrap(True)
+        self.basis = QLabel()
+        self.basis.setWordWrap(True)
+
+        self.model = LabTableModel(self)
+        self.proxy = _NumericSort(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)  # run order: the sort is stable
+        self.table.verticalHeader().hide()
+        self.csv_button = QPushButton("Export CSV…")
+        self.markdown_button = QPushButton("Export markdown…")
+
+        settings = QHBoxLayout()
+        settings.addWidget(self.load_button)
+        settings.addSpacing(12)
+        settings.addWidget(QLabel("Depths"))
+        for box in self.depth_boxes.values():
+            settings.addWidget(box)
+        settings.addSpacing(12)
+        settings.addWidget(QLabel("Tokens (greedy)"))
+        settings.addWidget(self.max_tokens)
+        settings.addStretch(1)
+        settings.addWidget(self.start_button)
+        settings.addWidget(self.cancel_button)
+        exports = QHBoxLayout()
+        exports.addWidget(self.basis, 1)
+        exports.addWidget(self.csv_button)
+        exports.addWidget(self.markdown_button)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.prompts)
+        layout.addLayout(settings)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(exports)
+
+        self.worker = LabWorker(main_window.worker)
+        self.worker.moveToThread(main_window.thread)  # queued behind the chat, never beside it
+        self.request_run.connect(self.worker.run)
+        self.worker.costs_found.connect(self._costs_found)
+        self.worker.progress.connect(self._progress)
+        self.worker.run_done.connect(self.model.add)
+        self.worker.failed.connect(self.status.setText)
+        self.worker.finished.connect(self._finished)
+        self.load_button.clicked.connect(self.load_dialog)
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.csv_button.clicked.connect(self.export_csv_dialog)
+        self.markdown_button.clicked.connect(self.export_markdown_dialog)
+        main_window.installEventFilter(self)  # closing the main window cancels a run
+        self.resize(1200, 640)
+
+    # ---- running ----
+    def depths(self) -> tuple[int, ...]:
+        return tuple(d for d, box in self.depth_boxes.items() if box.isChecked())
+
+    def start(self) -> bool:
+        """Start a run of the pasted prompts; False, with the reason shown, where it cannot."""
+        w = self.main
+        if self.running:
+            return False
+        if w.streaming:
+            self.status.setText("A chat reply is streaming: stop it or let it finish, then run the lab.")
+            return False
+        if w.pair is None or w.busy:
+            self.status.setText("The models are still loading: run the lab once they are ready.")
+            return False
+        try:
+            prompts = parse_prompts(self.prompts.toPlainText())
+        except DraftlightError as exc:
+            self.status.setText(str(exc))
+            return False
+        if not self.depths():
+            self.status.setText("Choose at least one depth.")
+            return False
+        request = LabRequest(tuple(prompts), self.depths(), self.max_tokens.value())
+        self.model.begin(request)
+        self.worker.cancelled.clear()
+        self._set_running(True)
+        self.status.setText("")
+        self.progress.setRange(0, len(prompts) * len(request.depths))
+        self.progress.setValue(0)
+        self.request_run.emit(request)
+        return True
+
+    def cancel(self) -> None:
+        if self.running:
+            self.worker.cancel()
+            self.status.setText("Cancelling after this round…")
+
+    def _set_running(self, running: bool) -> None:
+        self.running = running
+        # The window's send() refuses while busy: the lab holds the engine like a model load does.
+        self.main._busy_changed(running)
+        self.start_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        self.running_changed.emit(running)
+
+    def _costs_found(self, costs: MachineCosts) -> None:
+        self.model.set_costs(costs)
+        self.basis.setText(
+            NO_PROFILE if costs.profile is None else "Best depth: predicted from this machine's box profile."
+        )
+
+    def _progress(self, done: int, total: int, label: str) -> None:
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        self.progress.setFormat(label if done < total else f"{total} runs")
+
+    def _finished(self, cancelled: bool) -> None:
+        self._set_running(False)
+        n = len(self.model.results.runs)
+        if cancelled:
+            self.status.setText(f"Cancelled after {n} runs: the completed rows are kept.")
+            self.progress.setFormat(f"cancelled after {n} runs")
+        elif not self.status.text():
+            self.status.setText(f"Done: {n} runs.")
+
+    def eventFilter(self, watched, event) -> bool:
+        if watched is self.main and event.type() == QEvent.Type.Close:
+            self.worker.cancel()
+        return False
+
+    def closeEvent(self, event) -> None:
+        self.cancel()
+        super().closeEvent(event)
+
+    # ---- files ----
+    def view_order(self) -> list[int]:
+        """Rows of the results in the order the table shows them."""
+        return [self.proxy.mapToSource(self.proxy.index(r, 0)).row() for r in range(self.proxy.rowCount())]
+
+    def export_csv(self, path: Path) -> None:
+        self.model.results.write_csv(Path(path), self.view_order())
+
+    def export_markdown(self, path: Path) -> None:
+        Path(path).write_text(self.model.results.markdown(self.view_order()), encoding="utf-8")
+
+    def load_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Load prompts", str(Path.home()), "Prompts (*.jsonl *.txt);;All files (*)"
+        )
+        if path:
+            try:
+                prompts = load_prompts(path)
+            except DraftlightError as exc:
+                self.status.setText(str(exc))
+                return
+            self.prompts.setPlainText(as_jsonl(prompts))
+            self.status.setText(f"Loaded {len(prompts)} prompts from {Path(path).name}.")
+
+    def export_csv_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export CSV", "prompt-lab.csv", "CSV (*.csv)")
+        if path:
+            self.export_csv(Path(path))
+            self.status.setText(f"Wrote {path}.")
+
+    def export_markdown_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export markdown", "prompt-lab.md", "Markdown (*.md)")
+        if path:
+            self.export_markdown(Path(path))
+            self.status.setText(f"Wrote {path}.")

@@ -1,0 +1,416 @@
+"""Teaching mode: step through rounds on a real model, or on a recorded replay.
+
+Step, Play (rounds per second down to slow motion), Pause, Reset. Each round shows the
+drafts as pending, then the verdict; the panel beside it says, in plain words and
+numbers, what the round did and what it cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSlider,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.teachview import CandidatesView, RoundView
+from engine.chat import Message
+from engine.errors import DraftlightError
+from engine.events import RunStats, TokenKind
+from engine.replay import Replay, load, record
+from engine.speculative import GenerationConfig
+from engine.stepping import RoundStep, Stepper
+
+TEACH_TOKENS = 160
+
+
+@dataclass
+class Totals:
+    """Running figures over the rounds shown so far."""
+
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    emitted: int = 0
+    round_ms: float = 0.0
+
+    def add(self, step: RoundStep) -> None:
+        self.rounds += 1
+        self.drafted += step.round.drafted
+        self.accepted += step.round.accepted
+        self.emitted += len(step.tokens)
+        self.round_ms += step.round.total_ms
+
+
+def explain_round(step: RoundStep, totals: Totals, plain_pass_ms: float | None, piece) -> str:
+    """The panel's words for one round, and the running (1 + a) / c."""
+    r = step.round
+    drafts = ", ".join(repr(piece(t)) for t in r.draft_tokens) or "nothing"
+    lines = [f"<b>Round {r.round_index + 1}</b>"]
+    if r.drafted == 0:
+        lines.append("Nothing was drafted: the target ran one plain pass and wrote one token.")
+    else:
+        lines.append(f"The drafter proposed {r.drafted} token{'s' if r.drafted != 1 else ''}: {drafts}.")
+        last = step.tokens[-1]
+        if last.kind is TokenKind.BONUS:
+            lines.append(
+                f"The target agreed with all {r.drafted} and added a bonus token {piece(last.token_id)!r}: "
+                f"{len(step.tokens)} tokens from one verify pass."
+            )
+        else:
+            lines.append(
+                f"The target kept {r.accepted} and rejected draft {r.accepted + 1} "
+                f"({last.rejected_text!r}), writing its own {piece(last.token_id)!r} instead; "
+                f"{r.drafted - r.accepted - 1} later draft{'s' if r.drafted - r.accepted - 1 != 1 else ''} "
+                "went unused."
+            )
+    cost = f"draft {r.draft_ms:.1f} ms, verify {r.verify_ms:.1f} ms, commit {r.commit_ms:.2f} ms"
+    if plain_pass_ms:
+        lines.append(f"Cost: {cost} = {r.total_ms / plain_pass_ms:.2f} plain passes ({plain_pass_ms:.1f} ms each).")
+    else:
+        lines.append(f"Cost: {cost} ({r.total_ms:.1f} ms).")
+    per_round = totals.emitted / totals.rounds if totals.rounds else 0.0
+    a = totals.accepted / totals.drafted if totals.drafted else 0.0
+    if plain_pass_ms and totals.rounds:
+        c = totals.round_ms / totals.rounds / plain_pass_ms
+        lines.append(
+            f"So far: {totals.rounds} rounds, acceptance a = {a:.0%}, {per_round:.2f} tokens a round, "
+            f"c = {c:.2f} passes a round: (1 + a) / c = {per_round:.2f} / {c:.2f} = <b>{per_round / c:.2f}x</b> "
+            "plain decoding."
+        )
+    else:
+        lines.append(
+            f"So far: {totals.rounds} rounds, acceptance a = {a:.0%}, {per_round:.2f} tokens a round. "
+            "The cost in plain passes needs a plain pass time: run `draftlight tune` or Auto once."
+        )
+    return "<br>".join(lines)
+
+
+class TeachWorker(QObject):
+    """Steps a reply on the chat's engine, on the chat worker's thread."""
+
+    started = Signal(str, object)  # rendered prompt, plain pass ms or None
+    stepped = Signal(object, dict)  # RoundStep, {token id: text}
+    finished = Signal(object)  # RunStats
+    failed = Signal(str)
+
+    def __init__(self, chat_worker) -> None:
+        super().__init__()
+        self.chat_worker = chat_worker
+        self.stepper: Stepper | None = None
+        self._expected_cache: list[int] | None = None
+
+    @Slot(str, int)
+    def start(self, prompt: str, depth: int) -> None:
+        engine = self.chat_worker.engine
+        if engine is None:
+            self.failed.emit("No model is loaded yet.")
+            return
+        try:
+            rendered = engine.render([Message("user", prompt)])
+            ids = engine.tokenize_prompt(rendered)
+            config = GenerationConfig(max_tokens=TEACH_TOKENS, depth=depth if engine.drafter else 0, top_candidates=5)
+            if self.stepper is not None:
+                self.stepper.close()
+            self.stepper = Stepper(engine.stream(ids, config))
+            self._expected_cache = None
+        except DraftlightError as exc:
+            self.failed.emit(str(exc))
+            return
+        self.started.emit(rendered, plain_pass_ms(engine))
+
+    @Slot()
+    def step(self) -> None:
+        engine = self.chat_worker.engine
+        if self.stepper is None or engine is None:
+            self.failed.emit("Press Start first.")
+            return
+        if self._expected_cache is not None and engine.ctx.tokens != self._expected_cache:
+            self.stepper = None
+            self.failed.emit("The chat used the model since the last step; press Start to begin again.")
+            return
+        try:
+            step = self.stepper.step()
+        except DraftlightError as exc:
+            self.failed.emit(str(exc))
+            return
+        self._expected_cache = list(engine.ctx.tokens)
+        if step is None:
+            self.finished.emit(self.stepper.stats)
+            return
+        from engine.replay import mentioned_tokens
+
+        pieces = {t: engine.target.display(t) for t in mentioned_tokens([step])}
+        self.stepped.emit(step, pieces)
+
+
+def plain_pass_ms(engine) -> float | None:
+    """One plain target pass on this machine, from the saved box profile if there is one."""
+    from engine.drafters import ModelDrafter
+    from engine.tuner import load_profile
+
+    drafter = engine.drafter
+    if not isinstance(drafter, ModelDrafter):
+        return None
+    profile = load_profile(engine.target.path, drafter.model.path, engine.options)
+    return profile.target_rows_s[0] * 1e3 if profile else None
+
+
+class TeachingWindow(QWidget):
+    request_start = Signal(str, int)
+    request_step = Signal()
+
+    def __init__(self, main_window=None, parent=None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Draftlight — teaching mode")
+        self.main_window = main_window
+        self.replay: Replay | None = None
+        self.replay_next = 0
+        self.steps: list[RoundStep] = []
+        self.stats: RunStats | None = None
+        self.pieces: dict[int, str] = {}
+        self.plain_pass_ms: float | None = None
+        self.rendered = ""
+        self.totals = Totals()
+        self.waiting = False
+        self.verdict_due: RoundStep | None = None
+        self._build()
+        if main_window is not None:
+            self.worker = TeachWorker(main_window.worker)
+            self.worker.moveToThread(main_window.thread)
+            self.request_start.connect(self.worker.start)
+            self.request_step.connect(self.worker.step)
+            self.worker.started.connect(self._started)
+            self.worker.stepped.connect(self._stepped)
+            self.worker.finished.connect(self._finished)
+            self.worker.failed.connect(self._failed)
+
+    def _build(self) -> None:
+        layout = QVBoxLayout(self)
+        top = QHBoxLayout()
+        self.prompt = QLineEdit("Write a bubble sort in C++.")
+        self.depth = QSpinBox()
+        self.depth.setRange(1, 4)
+        self.depth.setValue(3)
+        self.depth.setPrefix("depth ")
+        self.start_button = QPushButton("Start")
+        self.open_button = QPushButton("Open replay…")
+        self.save_button = QPushButton("Save replay…")
+        self.save_button.setEnabled(False)
+        for w in (self.prompt, self.depth, self.start_button, self.open_button, self.save_button):
+            top.addWidget(w, 1 if w is self.prompt else 0)
+        layout.addLayout(top)
+
+        controls = QHBoxLayout()
+        self.step_button = QPushButton("Step")
+        self.play_button = QPushButton("Play")
+        self.pause_button = QPushButton("Pause")
+        self.reset_button = QPushButton("Reset")
+        self.speed = QSlider(Qt.Orientation.Horizontal)
+        self.speed.setRange(1, 40)  # tenths of a round per second: 0.1 to 4
+        self.speed.setValue(10)
+        self.speed_label = QLabel()
+        for w in (self.step_button, self.play_button, self.pause_button, self.reset_button):
+            controls.addWidget(w)
+        controls.addWidget(QLabel("speed"))
+        controls.addWidget(self.speed, 1)
+        controls.addWidget(self.speed_label)
+        layout.addLayout(controls)
+
+        self.tabs = QTabWidget()
+        stepping = QSplitter(Qt.Orientation.Horizontal)
+        self.view = RoundView()
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        self.explanation = QLabel("Type a prompt and press Start, or open a replay.")
+        self.explanation.setWordWrap(True)
+        self.explanation.setTextFormat(Qt.TextFormat.RichText)
+        self.explanation.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.explanation.setMinimumWidth(320)
+        self.candidates = CandidatesView()
+        rv.addWidget(self.explanation, 1)
+        rv.addWidget(self.candidates, 1)
+        stepping.addWidget(self.view)
+        stepping.addWidget(right)
+        stepping.setSizes([600, 420])
+        self.tabs.addTab(stepping, "Step through a round")
+        from app.compare import ComparePanel
+
+        self.compare = ComparePanel(self.main_window)
+        self.tabs.addTab(self.compare, "Off and on, side by side")
+        layout.addWidget(self.tabs, 1)
+
+        self.timer = QTimer(self)
+        self.timer.timeout.connect(self._tick)
+        self.start_button.clicked.connect(self.start)
+        self.open_button.clicked.connect(self.open_replay_dialog)
+        self.save_button.clicked.connect(self.save_replay_dialog)
+        self.step_button.clicked.connect(self.step)
+        self.play_button.clicked.connect(self.play)
+        self.pause_button.clicked.connect(self.pause)
+        self.reset_button.clicked.connect(self.reset)
+        self.speed.valueChanged.connect(self._speed_changed)
+        self.view.token_clicked.connect(lambda t: self.candidates.show_token(t, self.piece))
+        self._speed_changed(self.speed.value())
+        self.resize(1100, 720)
+
+    # ---- sources ----
+    def piece(self, token: int) -> str:
+        return self.pieces.get(token, f"<{token}>")
+
+    def start(self) -> None:
+        if self.main_window is None:
+            return
+        if self.main_window.streaming:
+            self.explanation.setText("The chat is streaming a reply; start once it has finished.")
+            return
+        self._clear()
+        self.replay = None
+        self.waiting = True
+        self.request_start.emit(self.prompt.text(), self.depth.value())
+
+    def open_replay(self, path: str | Path) -> None:
+        replay = load(path)  # raises DraftlightError with a sentence
+        self._clear()
+        self.replay = replay
+        self.pieces = dict(replay.pieces)
+        self.plain_pass_ms = replay.plain_pass_ms
+        self.rendered = replay.prompt
+        self.explanation.setText(
+            f"Replay of {replay.target} with {replay.drafter}: {len(replay.steps)} rounds. Press Step or Play."
+        )
+
+    def _clear(self) -> None:
+        self.pause()
+        self.view.clear_conversation()
+        self.steps, self.stats, self.totals = [], None, Totals()
+        self.replay_next, self.verdict_due, self.waiting = 0, None, False
+        self.save_button.setEnabled(False)
+
+    def reset(self) -> None:
+        """Back to the first round: a replay restarts; a live reply starts again."""
+        if self.replay is not None:
+            replay = self.replay
+            self._clear()
+            self.replay = replay
+            self.explanation.setText("Reset: press Step or Play.")
+        else:
+            self.start()
+
+    # ---- stepping ----
+    def step(self) -> None:
+        """One phase: show the next round's drafts, or land the verdict of the shown ones."""
+        if self.verdict_due is not None:
+            step, self.verdict_due = self.verdict_due, None
+            self.view.show_verdict(step)
+            self.totals.add(step)
+            self.explanation.setText(explain_round(step, self.totals, self.plain_pass_ms, self.piece))
+            return
+        if self.waiting or self.stats is not None:
+            return
+        if self.replay is not None:
+            if self.replay_next < len(self.replay.steps):
+                step = self.replay.steps[self.replay_next]
+                self.replay_next += 1
+                self._stepped(step, {})
+            else:
+                self._finished(self.replay.stats)
+            return
+        self.waiting = True
+        self.request_step.emit()
+
+    def _started(self, rendered: str, plain_pass_ms) -> None:
+        self.rendered, self.plain_pass_ms, self.waiting = rendered, plain_pass_ms, False
+        self.explanation.setText("Ready: press Step to see the first round's drafts, or Play.")
+
+    def _stepped(self, step: RoundStep, pieces: dict) -> None:
+        self.waiting = False
+        self.pieces.update(pieces)
+        self.steps.append(step)
+        self.view.show_drafts(step, self.piece)
+        self.verdict_due = step
+        self.explanation.setText(
+            f"<b>Round {step.round.round_index + 1}</b><br>The drafter proposes {step.round.drafted} token(s): "
+            + ", ".join(repr(self.piece(t)) for t in step.drafts)
+            + "<br>The target checks them all in one pass…"
+        )
+
+    def _finished(self, stats: RunStats) -> None:
+        self.waiting = False
+        self.stats = stats
+        self.pause()
+        self.view.end_reply(stats)
+        self.save_button.setEnabled(self.replay is None and bool(self.steps))
+
+    def _failed(self, message: str) -> None:
+        self.waiting = False
+        self.pause()
+        self.explanation.setText(message)
+
+    # ---- play ----
+    def _speed_changed(self, value: int) -> None:
+        rounds_per_s = value / 10
+        self.speed_label.setText(f"{rounds_per_s:.1f} rounds/s")
+        self.timer.setInterval(int(1000 / rounds_per_s / 2))  # two phases a round
+
+    def play(self) -> None:
+        self.timer.start()
+
+    def pause(self) -> None:
+        self.timer.stop()
+
+    def _tick(self) -> None:
+        if self.stats is not None and self.verdict_due is None:
+            self.pause()
+            return
+        self.step()
+
+    # ---- replays ----
+    def current_replay(self) -> Replay | None:
+        if self.replay is not None:
+            return self.replay
+        if self.stats is None or self.main_window is None or self.main_window.pair is None:
+            return None
+        pair = self.main_window.pair
+        return record(
+            self.steps,
+            self.stats,
+            self.piece,
+            pair.target_name,
+            pair.drafter_name,
+            self.rendered,
+            {"depth": self.depth.value(), "max_tokens": TEACH_TOKENS, "temperature": 0.0},
+            self.plain_pass_ms,
+        )
+
+    def save_replay_dialog(self) -> None:
+        replay = self.current_replay()
+        if replay is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Save replay", "round.draftlight.json", "Replays (*.json)")
+        if path:
+            replay.save(path)
+
+    def open_replay_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open replay", str(Path.home()), "Replays (*.json)")
+        if path:
+            try:
+                self.open_replay(path)
+            except DraftlightError as exc:
+                self.explanation.setText(str(exc))
+
+    def closeEvent(self, event) -> None:
+        self.pause()
+        super().closeEvent(event)

@@ -1,0 +1,124 @@
+"""Replays: a reply recorded round by round, to be shown later without the models.
+
+The file holds the rendered prompt, every round's drafts and verdict, each token's
+probabilities and top candidates, the timings, and the text of every token it mentions,
+so a teacher can step through a recorded session on a laptop that has no model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import DraftlightError
+from engine.events import Event, RoundEvent, RunStats, TokenEvent
+from engine.stepping import RoundStep
+
+FORMAT = "draftlight-replay"
+VERSION = 1
+
+
+@dataclass
+class Replay:
+    target: str
+    drafter: str
+    prompt: str  # the rendered prompt text the target read
+    config: dict
+    steps: list[RoundStep]
+    stats: RunStats
+    pieces: dict[int, str] = field(default_factory=dict)  # token id -> text, for every id mentioned
+    plain_pass_ms: float | None = None  # one plain target pass on the recording machine, if known
+
+    def piece(self, token: int) -> str:
+        return self.pieces.get(token, f"<{token}>")
+
+    def events(self) -> Iterator[Event]:
+        """The recorded stream, event for event as the engine yielded it."""
+        for step in self.steps:
+            yield from step.tokens
+            yield step.round
+        yield self.stats
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "target": self.target,
+            "drafter": self.drafter,
+            "prompt": self.prompt,
+            "config": self.config,
+            "plain_pass_ms": self.plain_pass_ms,
+            "rounds": [step.round.to_json() | {"tokens": [t.to_json() for t in step.tokens]} for step in self.steps],
+            "stats": self.stats.to_json(),
+            "pieces": {str(k): v for k, v in sorted(self.pieces.items())},
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_json(), ensure_ascii=False, indent=1), encoding="utf-8")
+        return path
+
+
+def mentioned_tokens(steps: list[RoundStep]) -> set[int]:
+    """Every token id a replay shows: drafts, emitted tokens, rejected drafts, candidates."""
+    ids: set[int] = set()
+    for step in steps:
+        ids.update(step.round.draft_tokens)
+        for t in step.tokens:
+            ids.add(t.token_id)
+            if t.rejected_id is not None:
+                ids.add(t.rejected_id)
+            ids.update(i for i, _ in t.target_top)
+            ids.update(i for i, _ in t.draft_top)
+    return ids
+
+
+def record(
+    steps: list[RoundStep],
+    stats: RunStats,
+    piece,
+    target: str,
+    drafter: str,
+    prompt: str,
+    config: dict,
+    plain_pass_ms: float | None = None,
+) -> Replay:
+    """A replay of a finished reply; `piece(token_id) -> str` names every token mentioned."""
+    pieces = {t: piece(t) for t in mentioned_tokens(steps)}
+    return Replay(target, drafter, prompt, config, list(steps), stats, pieces, plain_pass_ms)
+
+
+def load(path: str | Path) -> Replay:
+    """Read a replay file; a file that is not one gets a sentence saying so."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DraftlightError(f"Cannot read {path}: {exc.strerror}.") from exc
+    except ValueError as exc:
+        raise DraftlightError(f"{path.name} is not a Draftlight replay (not JSON: {exc}).") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise DraftlightError(f"{path.name} is not a Draftlight replay (no '{FORMAT}' marker).")
+    if data.get("version", 0) > VERSION:
+        raise DraftlightError(f"{path.name} was written by a newer Draftlight (replay version {data['version']}).")
+    try:
+        steps = [
+            RoundStep(RoundEvent.from_json(r), tuple(TokenEvent.from_json(t) for t in r["tokens"]))
+            for r in data["rounds"]
+        ]
+        stats = RunStats.from_json(data["stats"])
+        pieces = {int(k): v for k, v in data.get("pieces", {}).items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DraftlightError(f"{path.name} is a damaged replay ({type(exc).__name__}: {exc}).") from exc
+    return Replay(
+        data.get("target", "?"),
+        data.get("drafter", "?"),
+        data.get("prompt", ""),
+        data.get("config", {}),
+        steps,
+        stats,
+        pieces,
+        data.get("plain_pass_ms"),
+    )
