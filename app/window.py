@@ -132,7 +132,6 @@ class MainWindow(QMainWindow):
             ("New conversation", QKeySequence.StandardKey.New, self.new_conversation),
             ("Export token trace (JSONL)…", None, self.export_trace_dialog),
             ("Export charts (PNG)…", None, self.export_charts_dialog),
-            ("Teaching mode…", None, self.open_teaching),
             ("Quit", QKeySequence.StandardKey.Quit, self.close),
         ):
             action = QAction(text, self)
@@ -141,7 +140,11 @@ class MainWindow(QMainWindow):
             action.triggered.connect(slot)
             menu.addAction(action)
         tools = self.menuBar().addMenu("&Tools")
-        for text, slot in (("Prompt lab…", self.open_prompt_lab), ("Speedup calculator…", self.open_calculator)):
+        for text, slot in (
+            ("Teaching mode…", self.open_teaching),
+            ("Prompt lab…", self.open_prompt_lab),
+            ("Speedup calculator…", self.open_calculator),
+        ):
             action = QAction(text, self)
             action.triggered.connect(slot)
             tools.addAction(action)
@@ -254,6 +257,10 @@ class MainWindow(QMainWindow):
             return
         if self.streaming:
             self._say("A reply is still streaming: press Stop, or wait for it to finish, before sending.")
+            return
+        lab = getattr(self, "prompt_lab", None)
+        if lab is not None and lab.running:
+            self._say("The prompt lab is using the model; your message is kept in the box until it finishes.")
             return
         if self.pair is None or self.busy:
             self._say("The models are still loading; your message is kept in the box.")

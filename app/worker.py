@@ -112,14 +112,16 @@ class EngineWorker(QObject):
             self.engine is not None and request.target == self.target_spec and request.options == self.engine.options
         )
         if not same_target:
-            path = catalog.resolve(
-                catalog.DEFAULT_TARGET if request.target == "default" else request.target, self._progress
-            )
+            # No download here: fetching a missing default model is the first-run dialog's offer.
+            target_spec = catalog.DEFAULT_TARGET if request.target == "default" else request.target
+            path = catalog.resolve(target_spec, self._progress, download=False)
             target = Model(path, request.options)  # raises before the old engine is touched
             old = self.engine
             engine = Engine(target, None, request.options)
             try:
-                drafter, verdict = load_drafter(target, request.drafter, request.options, self._progress)
+                drafter, verdict = load_drafter(
+                    target, request.drafter, request.options, self._progress, download=False
+                )
                 drafter_spec = request.drafter
             except DraftlightError as exc:
                 drafter, verdict, drafter_spec = None, None, "none"
@@ -130,7 +132,9 @@ class EngineWorker(QObject):
             if old is not None:
                 old.close()
         elif request.drafter != self.drafter_spec:
-            drafter, verdict = load_drafter(self.engine.target, request.drafter, request.options, self._progress)
+            drafter, verdict = load_drafter(
+                self.engine.target, request.drafter, request.options, self._progress, download=False
+            )
             self.engine.set_drafter(drafter, verdict)
             self.drafter_spec = request.drafter
             self._tuner = None

@@ -134,13 +134,14 @@ def load_drafter(
     spec: str | Path | None,
     options: RuntimeOptions,
     progress: catalog.Progress | None = None,
+    download: bool = True,
 ) -> tuple[Drafter | None, Verdict | None]:
     """'none', 'ngram', 'default', a catalog name or a path; raises IncompatibleDrafter."""
     if spec is None or str(spec) == "none":
         return None, None
     if str(spec) == "ngram":
         return NgramDrafter(), None
-    path = catalog.resolve(catalog.DEFAULT_DRAFTER if str(spec) == "default" else spec, progress)
+    path = catalog.resolve(catalog.DEFAULT_DRAFTER if str(spec) == "default" else spec, progress, download)
     model = Model(path, options)
     verdict = check(target, model)
     if not verdict.compatible:

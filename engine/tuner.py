@@ -77,13 +77,18 @@ def conditional_acceptance(rounds, depth: int, prior: list[float] | None = None,
     """Acceptance at each position given the one before was accepted, from (drafted, accepted) pairs.
 
     With a prior, each estimate is pulled towards it as if `pull` rounds had agreed with it.
+    A position no round reached borrows the estimate of the position before it: drafts
+    deeper than the rounds went are judged by the text seen so far.
     """
-    out = []
+    out: list[float] = []
     for i in range(depth):
         reached = sum(1 for d, a in rounds if d > i and a >= i)
         kept = sum(1 for d, a in rounds if d > i and a > i)
         p = prior[min(i, len(prior) - 1)] if prior else 0.0
-        out.append((kept + pull * p) / (reached + pull) if reached + pull else p)
+        if reached == 0 and out and rounds:
+            out.append(out[-1])
+        else:
+            out.append((kept + pull * p) / (reached + pull) if reached + pull else p)
     return out
 
 

@@ -3,8 +3,10 @@
 Both arms run in `llama-server` (one process per arm, one request per run): unlike
 llama-speculative-simple it stops at exactly N tokens at every depth, returns the token
 ids, and reports draft counts and timings as JSON. It gets the rendered prompt as text on
-the /completion endpoint, so no chat template is applied, and tokenizes it itself.
-The build lives in `oracle_build`.
+the /completion endpoint, so no chat template is applied, and tokenizes it itself with
+special tokens parsed and the model's BOS added where the model asks for one (Qwen does
+not). For a model that does, pass the text without its leading BOS, or llama.cpp will
+start with two. The build lives in `oracle_build`.
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ __all__ = [
     "speculative_command",
 ]
 
-READY_TIMEOUT_S = 300.0
+READY_TIMEOUT_S = 300.0  # loading two models on a slow disk
+REQUEST_TIMEOUT_S = 1800.0
 _LOG_PREFIX = re.compile(r"^[\d.]+ [DIWE] ")  # llama.cpp's "0.00.022.508 E "
 _ERROR_LINE = re.compile(r"^[\d.]+ E ")
-REQUEST_TIMEOUT_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def request_body(prompt_text: str, n_tokens: int, depth: int = 0) -> dict:
         "n_predict": n_tokens,
         "temperature": 0.0,
         "top_k": 1,
-        "ignore_eos": True,  # llama.cpp bans end-of-generation tokens rather than passing them
+        "ignore_eos": True,  # bans end-of-generation tokens, as the engine's ignore_eog does
         "cache_prompt": False,
         "return_tokens": True,
         "stream": False,

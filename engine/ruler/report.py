@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import statistics
@@ -137,12 +138,17 @@ def _cell(arm: str, prompt: str, runs: list[RunRecord], plain: list[RunRecord]) 
     return c
 
 
-def _overall(arm: str, runs: list[RunRecord], plain: list[RunRecord]) -> Cell:
-    """Totals over prompts: tokens over time, each prompt's median run."""
+def _median_runs(runs: list[RunRecord]) -> dict[str, RunRecord]:
+    """Each prompt's median run by decode speed."""
     per_prompt: dict[str, list[RunRecord]] = {}
     for r in runs:
         per_prompt.setdefault(r.prompt, []).append(r)
-    chosen = [sorted(rs, key=lambda r: r.decode_tps)[len(rs) // 2] for rs in per_prompt.values()]
+    return {p: sorted(rs, key=lambda r: r.decode_tps)[len(rs) // 2] for p, rs in per_prompt.items()}
+
+
+def _overall(arm: str, runs: list[RunRecord], plain: list[RunRecord]) -> Cell:
+    """Totals over prompts: tokens over time, each prompt's median run."""
+    chosen = list(_median_runs(runs).values())
     tokens = sum(r.generated_tokens for r in chosen)
     decode = sum(r.decode_s for r in chosen)
     prefill = sum(r.prefill_s for r in chosen)
@@ -163,7 +169,7 @@ def _overall(arm: str, runs: list[RunRecord], plain: list[RunRecord]) -> Cell:
     if c.rounds:
         c.mean_length = emitted / c.rounds
     if plain:
-        p_chosen = {r.prompt: r for r in plain}
+        p_chosen = _median_runs(plain)
         p_decode = sum(p_chosen[r.prompt].decode_s for r in chosen if r.prompt in p_chosen)
         p_emitted = sum(p_chosen[r.prompt].rounds or 0 for r in chosen if r.prompt in p_chosen)
         if p_decode and p_emitted:
@@ -287,10 +293,8 @@ def write(result: BenchResult, out_dir: Path) -> dict[str, Path]:
     cells, overall = summarize(result)
     data = result.to_json() | {"summary": [c.__dict__ for c in cells + overall], "mismatches": mismatches(result)}
     paths["json"].write_text(json.dumps(data, indent=1), encoding="utf-8")
-    try:
+    with contextlib.suppress(ImportError):  # plots need the bench extra (matplotlib); tables stand alone
         paths |= plots(cells, out_dir)
-    except ImportError:
-        pass  # plots need the bench extra (matplotlib); the tables stand alone
     return paths
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 KEEP: dict[str, set[str] | None] = {
     # cocoa: macOS; xcb and wayland: Linux desktops; windows; offscreen: the headless self-test.
     "platforms": {"qcocoa", "qxcb", "qwayland", "qwindows", "qoffscreen", "qminimal"},
+    "platforms/darwin": None,  # macOS: whatever a Qt build keeps beside the cocoa plugin
     "styles": None,  # the native look: qmacstyle, qmodernwindowsstyle
     # Linux: the desktop portal's file dialogs. Not qgtk3: it would drag a copy of the build
     # machine's GTK stack into the bundle.
@@ -35,7 +36,7 @@ def _stem(name: str) -> str:
 def wanted(dest: str, src: str) -> bool:
     """Whether a collected file (its destination folder and source path) stays in the bundle."""
     parts = Path(dest).parts
-    if "plugins" not in parts:
+    if parts[:1] != ("PySide6",) or "plugins" not in parts:  # PySide6/Qt/plugins; on Windows PySide6/plugins
         return True
     kind = "/".join(parts[parts.index("plugins") + 1 :])
     if kind not in KEEP:

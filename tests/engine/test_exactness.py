@@ -121,3 +121,11 @@ def test_stats_are_consistent(engine, prompts):
     assert stats.decode_s >= stats.draft_s + stats.verify_s
     assert stats.decode_tps > 0 and stats.end_to_end_tps < stats.decode_tps
     assert 0 <= stats.overhead_s < stats.decode_s
+
+
+def test_a_confidence_cut_off_drafts_less_and_changes_nothing(engine, prompts, reference):
+    _, full = run(engine, prompts["prose"], 3)
+    _, cut = run(engine, prompts["prose"], 3, p_min=0.9)
+    assert cut.token_ids == full.token_ids == reference["prose"]
+    assert cut.drafted < full.drafted
+    assert cut.acceptance > full.acceptance  # the drafts it keeps are the confident ones

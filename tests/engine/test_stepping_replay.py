@@ -23,6 +23,7 @@ def test_stepping_yields_exactly_what_streaming_yields(engine, prompts):
     assert stepper.finished and stepper.step() is None
     stepped_tokens = [t for s in steps for t in s.tokens]
     assert stepped_tokens == [e for e in streamed if isinstance(e, TokenEvent)]
+
     def shape(r: RoundEvent) -> tuple:  # everything but the timings, which differ run to run
         return (r.round_index, r.drafted, r.accepted, r.draft_tokens, r.depth)
 

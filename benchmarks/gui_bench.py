@@ -1,0 +1,123 @@
+"""Does the window cost speed? Decode tok/s through the GUI against the headless engine on
+the same prompt, and how long the GUI thread stalls while tokens stream.
+
+Interleaved runs after a warm-up, medians reported as a ratio. The stall monitor is a
+1 ms QTimer on the GUI thread: a stall is how late it fires. Run it on a quiet machine,
+under a real display or Xvfb (xvfb-run python benchmarks/gui_bench.py) or offscreen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROMPT = "Write a bubble sort in C++: a function that sorts a std::vector<int> in place, and a main()."
+
+
+def headless_run(engine, depth: int, tokens: int) -> float:
+    from engine import GenerationConfig, Message
+
+    ids = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+    engine.ctx.clear()
+    stats = list(engine.stream(ids, GenerationConfig(max_tokens=tokens, depth=depth, ignore_eog=True)))[-1]
+    return stats.decode_tps
+
+
+def gui_run(app, window, depth: int, tokens: int) -> tuple[float, list[float]]:
+    from dataclasses import replace
+
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    from app.worker import ReplyRequest
+    from engine import GenerationConfig, Message
+
+    stalls: list[float] = []
+    last = [time.perf_counter()]
+
+    def tick() -> None:
+        now = time.perf_counter()
+        stalls.append(max(0.0, now - last[0] - 0.001))
+        last[0] = now
+
+    monitor = QTimer()
+    monitor.setInterval(1)
+    monitor.timeout.connect(tick)
+    done = []
+    window.reply_finished.connect(done.append)
+    window.worker.engine.ctx.clear()  # the same full prefill as the headless run
+    config = replace(GenerationConfig(max_tokens=tokens, depth=depth), ignore_eog=True)
+    window.reply_tokens = []
+    window.chart_model.begin_message()
+    window.transcript.begin_reply()
+    window.streaming = True
+    last[0] = time.perf_counter()
+    monitor.start()
+    window.request_reply.emit(ReplyRequest((Message("user", PROMPT),), config))
+    loop = QEventLoop()
+    while not done:
+        QTimer.singleShot(5, loop.quit)
+        loop.exec()
+    monitor.stop()
+    window.reply_finished.disconnect(done.append)
+    return done[0].decode_tps, stalls
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--depth", type=int, default=2)
+    args = parser.parse_args()
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+    from app import settings
+    from app.main import make_app
+    from app.window import MainWindow
+    from engine import Engine
+
+    app = make_app()
+    tmp = tempfile.mkdtemp(prefix="draftlight-guibench-")
+    window = MainWindow(store_path=Path(tmp) / "bench.sqlite3", prefs=settings.Preferences(depth=args.depth))
+    window.show()
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    while window.pair is None or window.busy:
+        QTimer.singleShot(50, loop.quit)
+        loop.exec()
+    headless = Engine.load()
+
+    headless_run(headless, args.depth, 16)  # warm-ups
+    gui_run(app, window, args.depth, 16)
+    gui_tps, head_tps, all_stalls = [], [], []
+    for _ in range(args.repeats):
+        head_tps.append(headless_run(headless, args.depth, args.tokens))
+        tps, stalls = gui_run(app, window, args.depth, args.tokens)
+        gui_tps.append(tps)
+        all_stalls += stalls
+    headless.close()
+    window.close()
+
+    stalls_ms = sorted(s * 1e3 for s in all_stalls)
+    p = lambda q: stalls_ms[min(len(stalls_ms) - 1, int(q * len(stalls_ms)))]  # noqa: E731
+    g, h = statistics.median(gui_tps), statistics.median(head_tps)
+    platform = os.environ.get("QT_QPA_PLATFORM") or "display " + os.environ.get("DISPLAY", "")
+    print(f"platform: {platform}; depth {args.depth}, {args.tokens} tokens, {args.repeats} interleaved repeats")
+    print(f"headless decode tok/s: {' '.join(f'{x:.2f}' for x in head_tps)} (median {h:.2f})")
+    print(f"GUI decode tok/s:      {' '.join(f'{x:.2f}' for x in gui_tps)} (median {g:.2f})")
+    print(f"GUI / headless: {g / h:.3f} ({(g / h - 1) * 100:+.1f}%)")
+    print(
+        f"GUI thread stalls while streaming ({len(stalls_ms)} samples): p50 {p(0.5):.2f} ms, "
+        f"p99 {p(0.99):.2f} ms, max {stalls_ms[-1]:.2f} ms"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
