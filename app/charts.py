@@ -68,6 +68,9 @@ class ChartModel:
         self.version += 1
 
     def _add_round(self, r: RoundEvent) -> None:
+        if r.from_prefill:  # the prompt's pass wrote this token: no decode round, no decode time
+            self._pending_tokens = 0
+            return
         seconds = r.total_ms / 1e3
         self.decode_time += seconds
         self._message_time += seconds

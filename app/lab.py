@@ -104,7 +104,7 @@ class LabWorker(QObject):
                 )
                 rounds, stats = [], None
                 for event in engine.stream(ids, config, self.cancelled.is_set):
-                    if isinstance(event, RoundEvent):
+                    if isinstance(event, RoundEvent) and not event.from_prefill:
                         rounds.append((event.drafted, event.accepted))
                     elif isinstance(event, RunStats):
                         stats = event

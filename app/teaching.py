@@ -47,6 +47,8 @@ class Totals:
     round_ms: float = 0.0
 
     def add(self, step: RoundStep) -> None:
+        if step.round.from_prefill:
+            return  # the prompt's pass wrote that token: not a decode round
         self.rounds += 1
         self.drafted += step.round.drafted
         self.accepted += step.round.accepted
@@ -59,6 +61,14 @@ def explain_round(step: RoundStep, totals: Totals, plain_pass_ms: float | None, 
     r = step.round
     drafts = ", ".join(repr(piece(t)) for t in r.draft_tokens) or "nothing"
     lines = [f"<b>Round {r.round_index + 1}</b>"]
+    if r.from_prefill:
+        return "<br>".join(
+            lines
+            + [
+                f"The first token, {piece(step.tokens[0].token_id)!r}, comes from the pass that read the prompt "
+                "(the prefill): there was nothing to draft after yet. Drafting starts with the next round."
+            ]
+        )
     if r.drafted == 0:
         lines.append("Nothing was drafted: the target ran one plain pass and wrote one token.")
     else:

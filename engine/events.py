@@ -79,6 +79,9 @@ class RoundEvent:
     overhead_ms: float  # time outside llama.cpp calls: Python's share of the round
     draft_tokens: tuple[int, ...] = ()
     depth: int = 0  # the depth asked for (the tuner's choice under Auto); drafted may be fewer
+    # Round 0 of a reply: its one token came from the prompt's own pass (the prefill), as in
+    # llama.cpp; it took no decode time and drafted nothing.
+    from_prefill: bool = False
 
     @property
     def total_ms(self) -> float:
@@ -97,6 +100,7 @@ class RoundEvent:
             "overhead_ms": self.overhead_ms,
             "draft_tokens": list(self.draft_tokens),
             "depth": self.depth,
+            "from_prefill": self.from_prefill,
         }
 
     @classmethod
@@ -112,6 +116,7 @@ class RoundEvent:
             overhead_ms=d["overhead_ms"],
             draft_tokens=tuple(d.get("draft_tokens", ())),
             depth=d.get("depth", d["drafted"]),
+            from_prefill=d.get("from_prefill", False),
         )
 
 
@@ -129,9 +134,9 @@ class RunStats:
 
     prompt_tokens: int  # tokens prefilled for this reply (new tokens only in a follow-up)
     prefill_s: float
-    generated_tokens: int
+    generated_tokens: int  # every token of the reply, the prefill's first one included
     decode_s: float
-    rounds: int
+    rounds: int  # decode rounds: the prefill's token is not one
     depth: int  # -1: Auto chose each round's depth (RoundEvent.depth says which)
     drafted: int
     accepted: int
@@ -147,10 +152,16 @@ class RunStats:
     message: str = ""  # a sentence for the user where the finish needs one
     text: str = ""
     token_ids: tuple[int, ...] = field(default=(), repr=False)
+    from_prefill: int = 0  # tokens that came from the prefill's pass (the first, usually)
+
+    @property
+    def decoded_tokens(self) -> int:
+        """Tokens written by decode rounds: what decode speed counts, as in llama.cpp."""
+        return self.generated_tokens - self.from_prefill
 
     @property
     def decode_tps(self) -> float:
-        return self.generated_tokens / self.decode_s if self.decode_s > 0 else 0.0
+        return self.decoded_tokens / self.decode_s if self.decode_s > 0 else 0.0
 
     @property
     def end_to_end_tps(self) -> float:
@@ -164,8 +175,8 @@ class RunStats:
 
     @property
     def mean_accepted_length(self) -> float:
-        """Tokens emitted per round: accepted drafts plus the target's own token."""
-        return self.generated_tokens / self.rounds if self.rounds else 0.0
+        """Tokens emitted per decode round: accepted drafts plus the target's own token."""
+        return self.decoded_tokens / self.rounds if self.rounds else 0.0
 
     def to_json(self) -> dict:
         return {
@@ -194,6 +205,7 @@ class RunStats:
             "message": self.message,
             "token_ids": list(self.token_ids),
             "text": self.text,
+            "from_prefill": self.from_prefill,
         }
 
     @classmethod

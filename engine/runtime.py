@@ -208,6 +208,7 @@ class Context:
         self.capacity = int(params.n_batch)
         self.max_rows = max_rows
         self._logits_address = 0
+        self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._logits = np.empty((0, model.n_vocab), dtype=np.float32)
         self._batch = llama.llama_batch_init(self.capacity, 0, 1)
         b = self._batch
@@ -304,6 +305,8 @@ class Context:
                 f"{self.model.path.name} cannot rewind its cache, so it cannot be used for speculation."
             )
         del self.tokens[keep:]
+        if self._prefilled is not None and keep < len(self._prefilled[0]):
+            self._prefilled = None  # the prompt's pass is no longer whole in the cache
 
     def sync(self, tokens: list[int]) -> int:
         """Make the cache hold exactly `tokens`, keeping the longest common prefix.
@@ -317,9 +320,30 @@ class Context:
             self.decode(rest, all_logits=False)
         return len(rest)
 
+    def prefill(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+        """Make the cache hold `tokens` and return the last token's logits (a copy).
+
+        The tokens the cache lacks are decoded in one batch, the last among them, as
+        llama.cpp's own prefill does, so the first reply token comes from the prompt's
+        pass. Returns the row and how many tokens were decoded.
+        """
+        same = common_prefix(self.tokens, tokens)
+        if same == len(tokens) and self._prefilled is not None and self._prefilled[0] == tokens:
+            # The same prompt again (a regenerated reply, a repeated run): its pass is still
+            # in the cache, and so is the row it gave. Decoding the last token again alone
+            # would round differently from the batch that first took it in.
+            self.rewind(same)
+            return self._prefilled[1].copy(), 0
+        same = min(same, len(tokens) - 1)  # the last token needs logits
+        self.rewind(same)
+        row = self.decode(tokens[same:], all_logits=False)[-1].copy()
+        self._prefilled = (list(tokens), row)
+        return row.copy(), len(tokens) - same
+
     def clear(self) -> None:
         llama.llama_memory_clear(self.memory, True)
         self.tokens.clear()
+        self._prefilled = None
 
     def close(self) -> None:
         if getattr(self, "ptr", None):

@@ -88,7 +88,7 @@ class Engine:
         if config.depth > MAX_DEPTH:
             config = replace(config, depth=MAX_DEPTH)
         t0 = time.perf_counter()
-        prefilled = self.ctx.sync(prompt[:-1])
+        first_row, prefilled = self.ctx.prefill(prompt)
         if drafter is not None:
             drafter.prefill(prompt)
         prefill_s = time.perf_counter() - t0
@@ -101,9 +101,10 @@ class Engine:
             self.target.piece,
             self.target.is_eog,
             cancelled,
-            prompt_tokens=prefilled + 1,
+            prompt_tokens=prefilled,
             prefill_s=prefill_s,
             tuner=tuner,
+            first_row=first_row,
         )
 
     def close(self) -> None:

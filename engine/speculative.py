@@ -205,12 +205,16 @@ def generate(
     prompt_tokens: int = 0,
     prefill_s: float = 0.0,
     tuner=None,
+    first_row: np.ndarray | None = None,
 ) -> Iterator[Event]:
     """Run rounds until a stop; yield every token, every round, then the run's totals.
 
     The caches must already hold history[:-1] (the prefill). `history` grows in place.
-    Timing counts only the engine's own work, not the time the consumer holds an event.
-    A tuner (engine.tuner.AutoDepth) chooses each round's depth and is told how it went.
+    With `first_row`, the logits of the prompt's last token from a prefill that took it in
+    (the target's cache holds all of history), the first token comes from that row, as in
+    llama.cpp: round 0, no draft, no decode time. Timing counts only the engine's own
+    work, not the time the consumer holds an event. A tuner (engine.tuner.AutoDepth)
+    chooses each round's depth and is told how it went.
     """
     sampler = Sampler(config.sampling, target.model.n_vocab)
     text = TextStream()
@@ -222,8 +226,38 @@ def generate(
     want_top = config.top_candidates
     banned = target.model.eog_tokens() if config.ignore_eog else ()
     want_probs = config.probabilities or not sampler.greedy
+    from_prefill = 0
 
-    while len(generated) < config.max_tokens:
+    def token_event(token: int, kind: TokenKind, round_index: int, pos: int, **fields) -> tuple[TokenEvent, bool]:
+        """The event for one emitted token (history grows); and whether it ends the turn."""
+        history.append(token)
+        generated.append(token)
+        eog = is_eog(token)
+        chunk = "" if eog else text.push(piece(token))
+        return TokenEvent(token_id=token, text=chunk, kind=kind, round_index=round_index, position=pos, **fields), eog
+
+    if first_row is not None and config.max_tokens > 0 and not cancelled():
+        start = time.perf_counter()
+        if banned:
+            first_row[list(banned)] = -np.inf
+        probs = sampler.distribution(first_row) if not sampler.greedy or want_top else None
+        token = sampler.choose(first_row, probs)
+        p = float(probs[token]) if probs is not None else _softmax_at(first_row, token) if want_probs else math.nan
+        event, eog = token_event(token, TokenKind.PLAIN, 0, 0, target_prob=p, target_top=_top([probs], 0, want_top))
+        from_prefill = 1
+        released, stopped = stops.push(event)
+        for e in released:
+            pieces.append(e.text)
+            yield e
+        overhead_ms = (time.perf_counter() - start) * 1e3
+        yield RoundEvent(0, 0, 0, 0.0, 0.0, 0.0, 0.0, overhead_ms, (), 0, from_prefill=True)
+        if eog:
+            finish = FinishReason.EOG
+        elif stopped:
+            finish = FinishReason.STOP_STRING
+    stopped_early = finish is not FinishReason.MAX_TOKENS
+
+    while len(generated) < config.max_tokens and not stopped_early:
         if cancelled():
             finish = FinishReason.CANCELLED
             break
@@ -239,7 +273,7 @@ def generate(
             target, drafter, history, depth, sampler, config.p_min, bool(want_top), config.probabilities, banned
         )
         draft, verdict = r.draft, r.verdict
-        round_index = tally.rounds
+        round_index = tally.rounds + from_prefill
         emitted = [*draft.tokens[: verdict.accepted], verdict.token]
         events: list[TokenEvent] = []
         stop_here = False
@@ -253,25 +287,19 @@ def generate(
             else:
                 kind = TokenKind.BONUS
             rejected = draft.tokens[pos] if kind is TokenKind.REPLACED else None
-            history.append(token)
-            generated.append(token)
-            eog = is_eog(token)
-            chunk = "" if eog else text.push(piece(token))
-            events.append(
-                TokenEvent(
-                    token_id=token,
-                    text=chunk,
-                    kind=kind,
-                    round_index=round_index,
-                    position=pos,
-                    target_prob=verdict.target_probs[pos],
-                    draft_prob=draft.prob(pos, token) if want_probs and pos < len(draft.tokens) else None,
-                    rejected_id=rejected,
-                    rejected_text=piece(rejected).decode("utf-8", errors="replace") if rejected is not None else None,
-                    target_top=_top(verdict.target_dists, pos, want_top),
-                    draft_top=_top_draft(draft, pos, want_top),
-                )
+            event, eog = token_event(
+                token,
+                kind,
+                round_index,
+                pos,
+                target_prob=verdict.target_probs[pos],
+                draft_prob=draft.prob(pos, token) if want_probs and pos < len(draft.tokens) else None,
+                rejected_id=rejected,
+                rejected_text=piece(rejected).decode("utf-8", errors="replace") if rejected is not None else None,
+                target_top=_top(verdict.target_dists, pos, want_top),
+                draft_top=_top_draft(draft, pos, want_top),
             )
+            events.append(event)
             if eog:
                 finish, stop_here = FinishReason.EOG, True
                 break
@@ -335,6 +363,7 @@ def generate(
         message=message,
         text="".join(pieces),
         token_ids=tuple(generated),
+        from_prefill=from_prefill,
     )
 
 

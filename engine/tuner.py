@@ -241,7 +241,7 @@ def measure(
     for text in CALIBRATION_PROMPTS:
         ids = engine.tokenize_prompt(engine.render([Message("user", text)]))
         for event in engine.stream(ids, GenerationConfig(max_tokens=40, depth=max_depth, ignore_eog=True)):
-            if isinstance(event, RoundEvent):
+            if isinstance(event, RoundEvent) and not event.from_prefill:
                 observed.append((event.drafted, event.accepted))
                 predicted = event.drafted * step_s + rows_s[event.drafted]
                 overheads.append(max(0.0, event.total_ms / 1e3 - predicted))

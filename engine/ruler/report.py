@@ -108,9 +108,8 @@ def _cell(arm: str, prompt: str, runs: list[RunRecord], plain: list[RunRecord]) 
                         for i in range(max(len(r.acceptance_per_position) for r in runs))]  # fmt: skip
         if not c.acceptance and first.accepted is not None:
             c.acceptance = [_med([r.accepted / r.drafted for r in runs if r.drafted])]
-    if first.rounds:
-        emitted = first.generated_tokens - (1 if _engine(arm) == "llama.cpp" else 0)
-        c.mean_length = emitted / first.rounds
+    if first.rounds:  # both engines write the first token from the prefill: decode rounds write the rest
+        c.mean_length = (first.generated_tokens - 1) / first.rounds
     if plain and not arm.endswith("d0") and not arm.endswith("d0 repack"):
         plain_tps = _med([r.decode_tps for r in plain])
         c.speedup = c.decode_tps / plain_tps if plain_tps else None
@@ -152,7 +151,7 @@ def _overall(arm: str, runs: list[RunRecord], plain: list[RunRecord]) -> Cell:
     tokens = sum(r.generated_tokens for r in chosen)
     decode = sum(r.decode_s for r in chosen)
     prefill = sum(r.prefill_s for r in chosen)
-    emitted = sum(r.generated_tokens - (1 if _engine(arm) == "llama.cpp" else 0) for r in chosen)
+    emitted = sum(r.generated_tokens - 1 for r in chosen)  # the first token of each run is the prefill's
     c = Cell(
         arm=arm,
         prompt="overall",

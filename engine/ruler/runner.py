@@ -176,7 +176,7 @@ class OursRunner:
         stats, depths = None, []
         events = engine.stream(ids, config, tuner=tuner) if tuner else engine.stream(ids, config)
         for event in events:
-            if type(event).__name__ == "RoundEvent":
+            if type(event).__name__ == "RoundEvent" and not event.from_prefill:
                 depths.append(event.drafted)
             stats = event
         assert stats is not None

@@ -30,29 +30,37 @@ def _finish(qtbot, teach):
 def test_a_round_shows_drafts_pending_then_the_verdict(qtbot, make_window):
     window = make_window()
     teach = _started(qtbot, window)
-    teach.step()  # phase 1: the drafts, tentative
+    teach.step()  # round 0: the prompt's own pass wrote the first token; nothing was drafted
+    qtbot.waitUntil(lambda: teach.verdict_due is not None, timeout=120_000)
+    assert teach.verdict_due.round.from_prefill and teach.view.pending_text() == ""
+    teach.step()
+    assert "comes from the pass that read the prompt" in teach.explanation.text()
+    first = [s.kind for s in teach.view.spans()]
+    assert first == ["plain"]
+    teach.step()  # phase 1 of round 1: the drafts, tentative
     qtbot.waitUntil(lambda: teach.verdict_due is not None, timeout=120_000)
     step = teach.verdict_due
     assert step.round.drafted == 3
     assert teach.view.pending_text() == "".join(teach.piece(t) for t in step.drafts)
-    assert teach.view.spans() == []  # nothing is coloured before the verdict
+    assert [s.kind for s in teach.view.spans()] == first  # nothing new is coloured before the verdict
     teach.step()  # phase 2: the verdict
     assert teach.view.pending_text() == ""
     kinds = [s.kind for s in teach.view.spans()]
-    assert kinds == [t.kind.value for t in step.tokens if visible(t)]
+    assert kinds == first + [t.kind.value for t in step.tokens if visible(t)]
     replaced = [t for t in step.tokens if t.kind is TokenKind.REPLACED]
     assert teach.view.struck_texts() == [t.rejected_text for t in replaced if t.rejected_text]
     assert f"Round {step.round.round_index + 1}" in teach.explanation.text()
     assert f"proposed {step.round.drafted} tokens" in teach.explanation.text()
 
 
-def test_stepping_shows_what_streaming_writes(qtbot, make_window, engine):
+def test_stepping_shows_what_streaming_writes(qtbot, make_window, engine, monkeypatch):
+    monkeypatch.setattr("app.teaching.TEACH_TOKENS", 40)
     window = make_window(depth=2)
     teach = _started(qtbot, window, depth=2)
     _finish(qtbot, teach)
     stepped = [t for s in teach.steps for t in s.tokens]
     prompt = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
-    streamed = [e for e in engine.stream(prompt, GenerationConfig(max_tokens=160, depth=2, top_candidates=5))
+    streamed = [e for e in engine.stream(prompt, GenerationConfig(max_tokens=40, depth=2, top_candidates=5))
                 if isinstance(e, TokenEvent)]  # fmt: skip
     assert [(t.token_id, t.kind) for t in stepped] == [(t.token_id, t.kind) for t in streamed]
     assert [s.kind for s in teach.view.spans()] == [t.kind.value for t in stepped if visible(t)]

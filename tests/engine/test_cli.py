@@ -84,7 +84,9 @@ def test_json_lines_are_tokens_then_stats(json_run):
             assert 0.0 <= t["draft_prob"] <= 1.0
         else:
             assert t["draft_prob"] is None
-    assert {t["kind"] for t in tokens} <= {"accepted", "replaced", "bonus"}  # depth 2: no plain tokens
+    # depth 2: the prefill's first token is plain; after it only a round the budget left no draft for is
+    assert tokens[0]["kind"] == "plain"
+    assert {t["kind"] for t in tokens[1:-1]} <= {"accepted", "replaced", "bonus"}
     assert (tokens[0]["round"], tokens[0]["position"]) == (0, 0)
     for a, b in itertools.pairwise(tokens):  # positions count up within a round and restart with the next
         assert (b["round"], b["position"]) in ((a["round"], a["position"] + 1), (a["round"] + 1, 0))

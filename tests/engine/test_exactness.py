@@ -53,7 +53,8 @@ def test_depth_zero_yields_only_plain_tokens(engine, prompts):
     events, stats = run(engine, prompts["code"], 0)
     kinds = {e.kind for e in events if isinstance(e, TokenEvent)}
     assert kinds == {TokenKind.PLAIN}
-    assert stats.rounds == stats.generated_tokens == N_TOKENS
+    # the first token comes from the prompt's pass, as in llama.cpp; every other from a round
+    assert stats.from_prefill == 1 and stats.rounds == stats.generated_tokens - 1 == N_TOKENS - 1
     assert stats.drafted == 0
 
 
@@ -62,6 +63,9 @@ def test_provenance_grammar_and_statistics(engine, prompts, depth):
     events, stats = run(engine, prompts["prose"], depth)
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     rounds = [e for e in events if isinstance(e, RoundEvent)]
+    assert rounds[0].from_prefill and not any(r.from_prefill for r in rounds[1:])
+    assert [t.kind for t in tokens if t.round_index == 0] == [TokenKind.PLAIN]
+    rounds = rounds[1:]
     assert len(rounds) == stats.rounds
     drafted_at = [0] * depth
     accepted_at = [0] * depth
@@ -87,7 +91,7 @@ def test_provenance_grammar_and_statistics(engine, prompts, depth):
     assert list(stats.accepted_per_position) == accepted_at
     assert list(stats.acceptance_per_position) == [a / d for a, d in zip(accepted_at, drafted_at)]
     assert stats.generated_tokens == len(tokens) == N_TOKENS
-    assert stats.mean_accepted_length == pytest.approx(N_TOKENS / stats.rounds)
+    assert stats.mean_accepted_length == pytest.approx((N_TOKENS - 1) / stats.rounds)
 
 
 def test_probabilities_are_reported(engine, prompts):

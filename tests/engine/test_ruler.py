@@ -64,15 +64,15 @@ def _result(records):
 
 def test_statistics_from_recorded_runs():
     records = [
-        # ours: plain at 20 tok/s (96 rounds of 50 ms); depth 1 at 25 tok/s, 90% accepted
-        _rec("ours d0", "code", 20.0, 4.8, 96, repeat=0),
-        _rec("ours d0", "code", 19.0, 5.05, 96, repeat=1),
-        _rec("ours d0", "code", 21.0, 4.57, 96, repeat=2),
+        # ours: plain at 20 tok/s (95 rounds of 50 ms after the prefill's token); depth 1 at 25 tok/s
+        _rec("ours d0", "code", 20.0, 4.75, 95, repeat=0),
+        _rec("ours d0", "code", 19.0, 5.0, 95, repeat=1),
+        _rec("ours d0", "code", 21.0, 4.52, 95, repeat=2),
         _rec(
             "ours d1",
             "code",
             25.0,
-            3.84,
+            3.8,
             51,
             drafted=50,
             accepted=45,
@@ -92,10 +92,10 @@ def test_statistics_from_recorded_runs():
     assert cell["ours d0"].decode_tps == 20.0 and cell["ours d0"].runs == 3  # the median of three
     d1 = cell["ours d1"]
     assert d1.speedup == pytest.approx(25.0 / 20.0)
-    assert d1.round_cost == pytest.approx((3.84 / 51) / (4.8 / 96))
+    assert d1.round_cost == pytest.approx((3.8 / 51) / (4.75 / 95))
     assert d1.round_cost_from_speedup == pytest.approx((1 + 0.9) / (25.0 / 20.0))
     assert d1.vs_llama == pytest.approx(25.0 / 20.0)
-    assert d1.mean_length == pytest.approx(96 / 51)
+    assert d1.mean_length == pytest.approx(95 / 51)
     assert d1.split_ms["draft"] == pytest.approx(1000 / 51)
     assert d1.split_ms["commit"] == pytest.approx((0.2 - 0.01) * 1000 / 51)
     assert d1.overhead_ms == pytest.approx(50 / 51)
@@ -104,7 +104,7 @@ def test_statistics_from_recorded_runs():
     assert theirs.acceptance == [pytest.approx(0.9)]
     assert theirs.round_cost == pytest.approx((4.75 / 50) / (5.0 / 95))
     over = {c.arm: c for c in overall}
-    assert over["ours d1"].decode_tps == pytest.approx(96 / 3.84)
+    assert over["ours d1"].decode_tps == pytest.approx(95 / 3.8)
     assert over["ours d0"].speedup == pytest.approx(1.0)
 
 
@@ -123,7 +123,7 @@ def test_mismatches_are_reported_with_the_first_differing_token():
 def test_report_files(tmp_path):
     records = [
         _rec("ours d0", "code", 20.0, 4.8, 96),
-        _rec("ours d1", "code", 25.0, 3.84, 51, drafted=50, accepted=45, acc=[0.9]),
+        _rec("ours d1", "code", 25.0, 3.8, 51, drafted=50, accepted=45, acc=[0.9]),
     ]
     paths = report.write(_result(records), tmp_path)
     md = paths["markdown"].read_text()

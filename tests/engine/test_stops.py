@@ -147,7 +147,7 @@ def test_generation_ends_before_the_stop_string(engine, prompts, unstopped, dept
     assert [t.token_id for t in tokens] == [t.token_id for t in unstopped[: len(tokens)]]
     # the stop ended the run: nothing was generated past the round that completed it
     rounds = [e for e in events if isinstance(e, RoundEvent)]
-    assert len(rounds) == stats.rounds
+    assert len(rounds) == stats.rounds + stats.from_prefill  # round 0 is the prefill's token
     ids = list(stats.token_ids)
     assert ids == [t.token_id for t in unstopped[: len(ids)]]
     in_last_round = rounds[-1].accepted + 1
