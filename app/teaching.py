@@ -63,10 +63,10 @@ def explain_round(step: RoundStep, totals: Totals, plain_pass_ms: float | None, 
     lines = [f"<b>Round {r.round_index + 1}</b>"]
     if r.from_prefill:
         return "<br>".join(
-            lines
-            + [
+            [
+                *lines,
                 f"The first token, {piece(step.tokens[0].token_id)!r}, comes from the pass that read the prompt "
-                "(the prefill): there was nothing to draft after yet. Drafting starts with the next round."
+                "(the prefill): there was nothing to draft after yet. Drafting starts with the next round.",
             ]
         )
     if r.drafted == 0:

@@ -32,7 +32,7 @@ CALIBRATION_PROMPTS = (
     "Write a Python function that returns the n-th Fibonacci number, with a docstring.",
     "Describe a walk along a river on a summer evening in a few sentences.",
 )
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
 
 
 @dataclass
@@ -50,6 +50,9 @@ class BoxProfile:
     drafter_step_s: float  # one drafter decode of one token
     overhead_s: float  # the rest of a round: sampling, bookkeeping, rewinds
     acceptance_prior: list[float]  # conditional acceptance per position, from the calibration prompts
+    # A round's first draft step also feeds the drafter what the last round committed (the
+    # target's token, and the last draft after a full acceptance): its extra cost, in situ.
+    drafter_catch_up_s: float = 0.0
     measured_at: float = field(default_factory=time.time)
     version: int = PROFILE_VERSION
 
@@ -58,7 +61,8 @@ class BoxProfile:
 
     def round_cost_s(self, depth: int, drafter_step_s: float | None = None) -> float:
         step = self.drafter_step_s if drafter_step_s is None else drafter_step_s
-        return depth * step + self.target_rows_s[depth] + self.overhead_s
+        catch_up = self.drafter_catch_up_s if depth and step else 0.0
+        return catch_up + depth * step + self.target_rows_s[depth] + self.overhead_s
 
     def table(self) -> str:
         one = self.target_rows_s[0]
@@ -68,7 +72,8 @@ class BoxProfile:
         lines.append(
             f"drafter step {self.drafter_step_s * 1e3:.1f} ms = {self.drafter_step_s / one:.2f} of a target pass"
         )
-        lines.append(f"round overhead {self.overhead_s * 1e3:.2f} ms")
+        lines.append(f"drafter catch-up at a round's start {self.drafter_catch_up_s * 1e3:.1f} ms")
+        lines.append(f"round overhead (accept walk, rewinds) {self.overhead_s * 1e3:.2f} ms")
         lines.append("calibration acceptance per position: " + " ".join(f"{a:.0%}" for a in self.acceptance_prior))
         return "\n".join(lines)
 
@@ -194,7 +199,7 @@ def measure(
     drafter: Model,
     options: RuntimeOptions,
     max_depth: int = MAX_AUTO_DEPTH,
-    repeats: int = 5,
+    repeats: int = 7,
     progress=None,
 ) -> BoxProfile:
     """Time target passes of 1..max_depth+1 rows and drafter steps; calibrate acceptance."""
@@ -208,17 +213,23 @@ def measure(
     ctx = Context(target, options, max_rows=max_depth + 1)
     ctx.decode(prompt[:-1], all_logits=False)
     base = ctx.n_past
-    filler = prompt[-1:] * (max_depth + 1)
-    rows_s = []
-    for rows in range(1, max_depth + 2):
-        say(f"timing a target pass of {rows} rows")
+    filler = prompt[-(max_depth + 1) :]  # real tokens at real positions
+    say(f"timing target passes of 1 to {max_depth + 1} rows")
 
-        def one_pass(rows: int = rows) -> None:
-            ctx.decode(filler[:rows], all_logits=True)
-            ctx.rewind(base)
+    def one_pass(rows: int) -> float:
+        t0 = time.perf_counter()
+        ctx.decode(filler[:rows], all_logits=True)
+        elapsed = time.perf_counter() - t0
+        ctx.rewind(base)
+        return elapsed
 
-        one_pass()  # warm-up
-        rows_s.append(_median_time(one_pass, repeats))
+    for rows in range(1, max_depth + 2):  # warm-up: every batch shape once
+        one_pass(rows)
+    samples: list[list[float]] = [[] for _ in range(max_depth + 1)]
+    for _ in range(repeats):  # interleaved, so a slow moment falls on every size alike
+        for rows in range(1, max_depth + 2):
+            samples[rows - 1].append(one_pass(rows))
+    rows_s = [statistics.median(x) for x in samples]
     ctx.close()
 
     say("timing drafter steps")
@@ -237,14 +248,16 @@ def measure(
     say("calibrating acceptance and round overhead")
     engine = Engine(target, ModelDrafter(drafter, options, max_depth=max_depth), options)
     observed: list[tuple[int, int]] = []  # (drafted, accepted) per round
-    overheads = []
+    overheads: list[float] = []  # what follows the verify pass: the accept walk and the rewinds
+    catch_ups: list[float] = []
     for text in CALIBRATION_PROMPTS:
         ids = engine.tokenize_prompt(engine.render([Message("user", text)]))
         for event in engine.stream(ids, GenerationConfig(max_tokens=40, depth=max_depth, ignore_eog=True)):
             if isinstance(event, RoundEvent) and not event.from_prefill:
                 observed.append((event.drafted, event.accepted))
-                predicted = event.drafted * step_s + rows_s[event.drafted]
-                overheads.append(max(0.0, event.total_ms / 1e3 - predicted))
+                if event.drafted:
+                    catch_ups.append(event.draft_ms / 1e3 - event.drafted * step_s)
+                overheads.append(event.commit_ms / 1e3)
         engine.ctx.clear()
         engine.drafter.reset()
     engine.drafter.close()
@@ -261,8 +274,9 @@ def measure(
         threads=options.threads,
         target_rows_s=rows_s,
         drafter_step_s=step_s,
-        overhead_s=min(overhead, rows_s[0]),
+        overhead_s=overhead,
         acceptance_prior=prior,
+        drafter_catch_up_s=max(0.0, statistics.median(catch_ups)) if catch_ups else 0.0,
     )
 
 

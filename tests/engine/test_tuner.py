@@ -100,5 +100,5 @@ def test_a_real_measurement(engine, tmp_path, monkeypatch):
     assert len(profile.target_rows_s) == 3 and all(t > 0 for t in profile.target_rows_s)
     assert profile.drafter_step_s > 0 and profile.overhead_s >= 0
     assert len(profile.acceptance_prior) == 2 and all(0 <= a <= 1 for a in profile.acceptance_prior)
-    assert steps[0] == "timing a target pass of 1 rows" and steps[-1].startswith("calibrating")
+    assert steps[0] == "timing target passes of 1 to 3 rows" and steps[-1].startswith("calibrating")
     assert "rows  target pass" in profile.table()
