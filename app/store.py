@@ -115,5 +115,15 @@ class Store:
             )
         return out
 
+    def trace_lines(self, conversation_id: int) -> list[str]:
+        """The replies as `draftlight chat --json` lines: each reply's tokens, then its stats."""
+        lines = []
+        for m in self.messages(conversation_id):
+            if m.role == "assistant":
+                lines += [json.dumps(t.to_json(), ensure_ascii=False) for t in m.tokens]
+                if m.stats:
+                    lines.append(json.dumps(m.stats.to_json(), ensure_ascii=False))
+        return lines
+
     def close(self) -> None:
         self.db.close()

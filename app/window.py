@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from PySide6.QtCore import QStandardPaths, Qt, QThread, Signal
@@ -25,6 +24,7 @@ from app import settings
 from app.charts import ChartModel, ChartsPanel
 from app.firstrun import FirstRunDialog, is_missing_model
 from app.sidepanel import SidePanel
+from app.statusbar import StatusLine, plain_pass_s
 from app.store import Store, StoredMessage
 from app.transcript import TranscriptView
 from app.widgets import Legend, MessageBox
@@ -121,11 +121,7 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([180, 640, 580])
         self.setCentralWidget(self.splitter)
 
-        self.status_labels = {k: QLabel() for k in ("decode", "e2e", "prefill", "acceptance", "cost", "thermal")}
-        for key, label in self.status_labels.items():
-            label.setObjectName(f"status_{key}")
-            self.statusBar().addPermanentWidget(label)
-        self._show_status(None)
+        self.status = StatusLine(self.statusBar())
 
         menu = self.menuBar().addMenu("&File")
         for text, shortcut, slot in (
@@ -404,38 +400,11 @@ class MainWindow(QMainWindow):
         self.notice.setText(text)
 
     def _show_status(self, stats: RunStats | None) -> None:
-        s = self.status_labels
-        if stats is None:
-            for key in ("decode", "e2e", "prefill", "acceptance", "cost"):
-                s[key].setText("")
-            return
-        s["decode"].setText(f"decode {stats.decode_tps:.1f} tok/s")
-        s["e2e"].setText(f"end-to-end {stats.end_to_end_tps:.1f} tok/s")
-        s["prefill"].setText(f"prefill {stats.prefill_s * 1e3:.0f} ms ({stats.prompt_tokens} tokens)")
-        s["acceptance"].setText(f"acceptance {stats.acceptance:.0%}" if stats.drafted else "acceptance —")
-        cost = self.round_cost(stats)
-        s["cost"].setText(f"round cost c {cost:.2f}" if cost else "round cost c —")
-        s["cost"].setToolTip(
-            "A round's time in plain passes. Measured against this session's replies with speculation off."
-        )
+        self.status.show(stats, self.plain_pass_s() if stats is not None else None)
 
-    def round_cost(self, stats: RunStats) -> float | None:
-        """c = round time / plain pass time.
-
-        The plain pass comes from this conversation's replies with speculation off, else
-        from the box profile Auto measured.
-        """
-        if not stats.rounds:
-            return None
-        plain = [m.stats for m in self.store.messages(self.conversation_id) if m.stats and m.stats.depth == 0]
-        plain = [p for p in plain if p.rounds]
-        if plain:
-            pass_s = sum(p.decode_s for p in plain) / sum(p.rounds for p in plain)
-        elif self.auto is not None:
-            pass_s = 1.0 / self.auto.plain_tps
-        else:
-            return None
-        return (stats.decode_s / stats.rounds) / pass_s
+    def plain_pass_s(self) -> float | None:
+        replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]
+        return plain_pass_s(replies, self.auto.plain_tps if self.auto is not None else None)
 
     def _auto_status(self, status) -> None:
         self.auto = status
@@ -450,9 +419,7 @@ class MainWindow(QMainWindow):
 
     def _thermal(self, reading: ThermalReading) -> None:
         self.chart_model.add_thermal(reading)
-        label = self.status_labels["thermal"]
-        label.setText(f"thermal {reading.state.value}")
-        label.setToolTip(reading.describe())
+        self.status.show_thermal(reading)
 
     def open_teaching(self):
         """The teaching window: rounds step by step, replays, off and on side by side."""
@@ -467,12 +434,7 @@ class MainWindow(QMainWindow):
     # ---- export ----
     def export_trace(self, path: Path) -> int:
         """The conversation's replies as `draftlight chat --json` lines; returns lines written."""
-        lines = []
-        for m in self.store.messages(self.conversation_id):
-            if m.role == "assistant":
-                lines += [json.dumps(t.to_json(), ensure_ascii=False) for t in m.tokens]
-                if m.stats:
-                    lines.append(json.dumps(m.stats.to_json(), ensure_ascii=False))
+        lines = self.store.trace_lines(self.conversation_id)
         Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         return len(lines)
 

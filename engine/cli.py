@@ -62,8 +62,8 @@ def _depth(value: str) -> int | str:
     if value == "auto":
         return value
     depth = int(value)
-    if not 0 <= depth <= 8:
-        raise argparse.ArgumentTypeError("depth must be 0-8 or auto")
+    if not 0 <= depth <= 6:
+        raise argparse.ArgumentTypeError("depth must be 0-6 or auto")
     return depth
 
 
@@ -155,15 +155,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(f"llama.cpp: {system_info()}")
     print(f"cache: {catalog.cache_dir()}")
     path = catalog.resolve(catalog.DEFAULT_TARGET if args.target == "default" else args.target, terminal_progress())
+    from engine.ruler.prompts import ARTICLE
+
+    # Past 512 cached positions llama.cpp's CPU attention changes path for a single row,
+    # so the probe looks at a short context and at a long one.
+    contexts = {"short context": args.prompt, "long context": f"Summarize these articles.\n\n{ARTICLE}\n{ARTICLE}"}
     for exact in (True, False):
         options = RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=exact)
         model = Model(path, options)
         ctx = Context(model, options, max_rows=args.rows)
-        prompt = tokenize_prompt(model, template_for(model).render([Message("user", args.prompt)]))
-        result = batch_invariance(ctx, prompt, rows=args.rows)
-        print(
-            f"{options.mode:5} mode ({'no weight repacking' if exact else 'weight repacking allowed'}): {result.describe()}"
-        )
+        layout = "weights as stored, Q8_0 KV cache" if exact else "weight repacking, f16 KV cache"
+        for name, text in contexts.items():
+            prompt = tokenize_prompt(model, template_for(model).render([Message("user", text)]))
+            result = batch_invariance(ctx, prompt, rows=args.rows)
+            print(f"{options.mode:5} mode ({layout}), {name} ({len(prompt)} tokens): {result.describe()}")
         ctx.close()
         model.close()
     return 0
@@ -180,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--system", help="system prompt")
     chat.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
     chat.add_argument("--drafter", default="default", help="default, none, ngram, a catalog name or a .gguf path")
-    chat.add_argument("--depth", type=_depth, default=2, help="drafted tokens per round, 0-8 or auto (default 2)")
+    chat.add_argument("--depth", type=_depth, default=2, help="drafted tokens per round, 0-6 or auto (default 2)")
     chat.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
     chat.add_argument("--top-k", type=int, default=0)
     chat.add_argument("--top-p", type=float, default=1.0)
@@ -203,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="this machine: runtime, and whether its kernels are batch-invariant")
     doctor.add_argument("--target", default="default")
     doctor.add_argument("--prompt", default="Write a bubble sort in C++.")
-    doctor.add_argument("--rows", type=int, default=5)
+    doctor.add_argument("--rows", type=int, default=7, help="largest verify batch to check (default 7: depth 6)")
     _add_runtime_args(doctor)
     doctor.set_defaults(func=cmd_doctor)
 

@@ -20,6 +20,7 @@ import numpy as np
 from engine.errors import ContextFullError, ModelFileError, RuntimeFailure
 from engine.gguf import GGUFInfo, read_gguf
 
+KV_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
 _log_lock = threading.Lock()
 _log_state = {"verbose": False, "recent": []}
 _backend_ready = False
@@ -63,9 +64,13 @@ class RuntimeOptions:
     n_batch: int = 512  # prompt tokens per prefill batch
     n_threads: int = 0  # 0: default_threads()
     gpu_layers: int = -1  # -1: every layer (Metal on Apple Silicon)
-    # Exact: no CPU weight repacking, so a batch of rows computes each row exactly as a
-    # single-row pass would and speculation cannot change greedy output. Off is faster on
-    # some CPUs, and may change the text speculation produces. Labelled "fast".
+    # Exact: a verify batch computes each row exactly as a single-row pass would, so
+    # speculation cannot change greedy output. Two things break that on CPUs: repacked
+    # weights (batched GEMM against single-row GEMV), and attention over an f16/f32 KV
+    # cache, which takes a split-KV path for one row past 512 positions and a tiled one for
+    # many rows. So exact mode keeps weights as stored and the KV cache in Q8_0, for which
+    # llama.cpp's CPU attention has one kernel however many rows. Fast mode is llama.cpp's
+    # defaults (repacking, f16 cache): quicker on some machines, and the text may change.
     exact: bool = True
 
     @property
@@ -75,6 +80,11 @@ class RuntimeOptions:
     @property
     def mode(self) -> str:
         return "exact" if self.exact else "fast"
+
+    @property
+    def kv_type(self) -> str:
+        """The KV cache's element type, as llama.cpp's -ctk/-ctv name it."""
+        return "q8_0" if self.exact else "f16"
 
 
 class Model:
@@ -197,6 +207,7 @@ class Context:
         params.n_outputs_max_per_seq = max_rows
         params.n_threads = self.options.threads
         params.n_threads_batch = self.options.threads
+        params.type_k = params.type_v = KV_TYPES[self.options.kv_type]
         params.no_perf = True
         ptr = llama.llama_init_from_model(model.ptr, params)
         if not ptr:

@@ -32,7 +32,7 @@ CALIBRATION_PROMPTS = (
     "Write a Python function that returns the n-th Fibonacci number, with a docstring.",
     "Describe a walk along a river on a summer evening in a few sentences.",
 )
-PROFILE_VERSION = 2
+PROFILE_VERSION = 3  # 3: exact mode keeps the KV cache in Q8_0
 
 
 @dataclass

@@ -19,6 +19,13 @@ PROMPTS = {
     "How much change does she get? Show the steps.",
     "json": 'Return only a JSON object calling the function get_weather with arguments city="Paris" and unit="celsius".',
 }
+# Past 512 cached positions llama.cpp's CPU attention takes another path for a single row:
+# exactness must hold there too.
+LONG_PROMPT = "Summarize this article in five sentences.\n\n" + "\n".join(
+    f"Paragraph {i}: the mill on the river turned for a century, stood empty for thirty years, flooded once a "
+    "decade, and was rebuilt by a cooperative that let the water in instead of keeping it out."
+    for i in range(1, 21)
+)
 
 
 def _model_path(model: catalog.CatalogModel) -> Path:
@@ -62,4 +69,7 @@ def prompts(engine) -> dict[str, list[int]]:
     """Each prompt rendered with the target's chat template, as token ids."""
     from engine import Message
 
-    return {k: engine.tokenize_prompt(engine.render([Message("user", v)])) for k, v in PROMPTS.items()}
+    rendered = {k: engine.tokenize_prompt(engine.render([Message("user", v)])) for k, v in PROMPTS.items()}
+    rendered["long"] = engine.tokenize_prompt(engine.render([Message("user", LONG_PROMPT)]))
+    assert len(rendered["long"]) > 560
+    return rendered

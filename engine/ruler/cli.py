@@ -17,8 +17,8 @@ def _depths(text: str) -> list[int]:
         depths = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
         raise argparse.ArgumentTypeError("depths are whole numbers, e.g. 0,1,2,3") from None
-    if not depths or depths[0] < 0 or depths[-1] > 8:
-        raise argparse.ArgumentTypeError("depths must be between 0 and 8")
+    if not depths or depths[0] < 0 or depths[-1] > 6:
+        raise argparse.ArgumentTypeError("depths must be between 0 and 6")
     return depths
 
 

@@ -84,6 +84,9 @@ def _common_args(build: OracleBuild, model: Path, threads: int, n_ctx: int, repa
         "-np", "1",  # one slot: the whole context, no parallel sequences
         "-ngl", "all",  # as the engine: every layer on the GPU where there is one
         "--repack" if repack else "--no-repack",
+        # as the engine: exact mode keeps the KV cache in Q8_0, fast mode in f16
+        "-ctk", "f16" if repack else "q8_0",
+        "-ctv", "f16" if repack else "q8_0",
         "--no-cache-prompt",
         "--cache-ram", "0",
         "--no-webui",
@@ -111,6 +114,8 @@ def speculative_command(
         "--spec-draft-n-max", str(depth),
         "--spec-draft-n-min", "0",
         "--spec-draft-p-min", "0",
+        "-ctkd", "f16" if repack else "q8_0",
+        "-ctvd", "f16" if repack else "q8_0",
         "-td", str(threads),
         "-tbd", str(threads),
         "-ngld", "all",

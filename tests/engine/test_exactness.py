@@ -29,7 +29,7 @@ def test_code_prompt_starts_with_the_known_tokens(engine, reference):
     assert text.startswith("Certainly! Below is")
 
 
-@pytest.mark.parametrize("name", ["code", "prose", "arithmetic", "json"])
+@pytest.mark.parametrize("name", ["code", "prose", "arithmetic", "json", "long"])
 @pytest.mark.parametrize("depth", [1, 2, 3, 4])
 def test_draft_model_depths_match_depth_zero(engine, prompts, reference, name, depth):
     events, stats = run(engine, prompts[name], depth)
@@ -38,7 +38,7 @@ def test_draft_model_depths_match_depth_zero(engine, prompts, reference, name, d
     assert stats.drafted > 0
 
 
-@pytest.mark.parametrize("name", ["code", "prose", "arithmetic", "json"])
+@pytest.mark.parametrize("name", ["code", "prose", "arithmetic", "json", "long"])
 def test_ngram_drafter_matches_depth_zero(engine, prompts, reference, name):
     saved = engine.drafter
     engine.drafter = NgramDrafter()  # swapped, not set_drafter(): that would close the model drafter

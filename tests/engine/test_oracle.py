@@ -71,7 +71,8 @@ def test_plain_command():
         "--host", "127.0.0.1", "--port", "0",
         "-m", "/m/target.gguf",
         "-t", "2", "-tb", "2", "-c", "4096", "-np", "1", "-ngl", "all",
-        "--no-repack", "--no-cache-prompt", "--cache-ram", "0", "--no-webui",
+        "--no-repack", "-ctk", "q8_0", "-ctv", "q8_0",
+        "--no-cache-prompt", "--cache-ram", "0", "--no-webui",
     ]  # fmt: skip
 
 
@@ -81,10 +82,12 @@ def test_speculative_command():
         "--host", "127.0.0.1", "--port", "0",
         "-m", "/m/target.gguf",
         "-t", "4", "-tb", "4", "-c", "2048", "-np", "1", "-ngl", "all",
-        "--repack", "--no-cache-prompt", "--cache-ram", "0", "--no-webui",
+        "--repack", "-ctk", "f16", "-ctv", "f16",
+        "--no-cache-prompt", "--cache-ram", "0", "--no-webui",
         "-md", "/m/drafter.gguf",
         "--spec-type", "draft-simple",
         "--spec-draft-n-max", "3", "--spec-draft-n-min", "0", "--spec-draft-p-min", "0",
+        "-ctkd", "f16", "-ctvd", "f16",
         "-td", "4", "-tbd", "4", "-ngld", "all",
     ]  # fmt: skip
 

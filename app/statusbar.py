@@ -1,0 +1,57 @@
+"""The status bar: decode and end-to-end speed, prefill, acceptance, round cost, thermal."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QStatusBar
+
+from engine.events import RunStats
+from engine.thermal import ThermalReading
+
+KEYS = ("decode", "e2e", "prefill", "acceptance", "cost", "thermal")
+
+
+def plain_pass_s(plain_replies: list[RunStats], profile_plain_tps: float | None) -> float | None:
+    """Seconds per plain target pass: from replies with speculation off, else the box profile."""
+    plain = [p for p in plain_replies if p.depth == 0 and p.rounds]
+    if plain:
+        return sum(p.decode_s for p in plain) / sum(p.rounds for p in plain)
+    return 1.0 / profile_plain_tps if profile_plain_tps else None
+
+
+def round_cost(stats: RunStats, pass_s: float | None) -> float | None:
+    """c = a round's time in plain passes."""
+    if not stats.rounds or not pass_s:
+        return None
+    return (stats.decode_s / stats.rounds) / pass_s
+
+
+class StatusLine:
+    """Permanent labels on a QStatusBar, one per figure."""
+
+    def __init__(self, bar: QStatusBar) -> None:
+        self.labels = {k: QLabel() for k in KEYS}
+        for key, label in self.labels.items():
+            label.setObjectName(f"status_{key}")
+            bar.addPermanentWidget(label)
+        self.labels["cost"].setToolTip(
+            "A round's time in plain target passes, against this conversation's replies with "
+            "speculation off, or the box profile Auto measured."
+        )
+
+    def show(self, stats: RunStats | None, pass_s: float | None = None) -> None:
+        s = self.labels
+        if stats is None:
+            for key in KEYS[:-1]:
+                s[key].setText("")
+            return
+        s["decode"].setText(f"decode {stats.decode_tps:.1f} tok/s")
+        s["e2e"].setText(f"end-to-end {stats.end_to_end_tps:.1f} tok/s")
+        s["prefill"].setText(f"prefill {stats.prefill_s * 1e3:.0f} ms ({stats.prompt_tokens} tokens)")
+        s["acceptance"].setText(f"acceptance {stats.acceptance:.0%}" if stats.drafted else "acceptance —")
+        cost = round_cost(stats, pass_s)
+        s["cost"].setText(f"round cost c {cost:.2f}" if cost else "round cost c —")
+
+    def show_thermal(self, reading: ThermalReading) -> None:
+        label = self.labels["thermal"]
+        label.setText(f"thermal {reading.state.value}")
+        label.setToolTip(reading.describe())
