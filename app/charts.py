@@ -1,11 +1,12 @@
 """Live charts: the figures (ChartModel, plain Python) and their drawing (ChartsPanel).
 
 The model takes every event as it arrives; the panel redraws from it on a timer at
-20 Hz, never per token, keeping its curve objects and calling setData.
+5 Hz at most, never per token, keeping its curve objects and calling setData.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from app import palette
 from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.thermal import ThermalReading, ThermalState
 
-REFRESH_MS = 50
+REFRESH_MS = 200
 STATE_LEVELS = (ThermalState.NOMINAL, ThermalState.FAIR, ThermalState.SERIOUS, ThermalState.CRITICAL)
 MAX_POSITIONS = 8
 RECENT_ROUNDS = 60
@@ -47,7 +48,9 @@ class ChartModel:
     _message_time: float = 0.0
     _message_rounds: int = 0
     _pending_tokens: int = 0
-    version: int = 0  # bumped on every change, so the panel redraws only when needed
+    version: int = 0  # bumped on every change
+    rounds_version: int = 0  # bumped when the round-driven plots change
+    thermal_version: int = 0  # bumped with each thermal reading
 
     def begin_message(self) -> None:
         self.message_drafted = [0] * MAX_POSITIONS
@@ -55,6 +58,7 @@ class ChartModel:
         self._message_tokens = self._message_rounds = self._pending_tokens = 0
         self._message_time = 0.0
         self.version += 1
+        self.rounds_version += 1
 
     def add(self, events: list) -> None:
         for event in events:
@@ -68,6 +72,7 @@ class ChartModel:
         self.version += 1
 
     def _add_round(self, r: RoundEvent) -> None:
+        self.rounds_version += 1
         if r.from_prefill:  # the prompt's pass wrote this token: no decode round, no decode time
             self._pending_tokens = 0
             return
@@ -92,6 +97,7 @@ class ChartModel:
         self.thermal.append(reading)
         del self.thermal[:-600]
         self.version += 1
+        self.thermal_version += 1
 
     @staticmethod
     def _rates(accepted: list[int], drafted: list[int]) -> list[float]:
@@ -105,13 +111,25 @@ class ChartModel:
         return self._rates(self.session_accepted, self.session_drafted)
 
 
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k at or above value: limits that change rarely."""
+    if value <= 0:
+        return 1.0
+    scale = 10.0 ** math.floor(math.log10(value))
+    return next(m * scale for m in (1, 1.5, 2, 3, 4, 5, 6, 8, 10) if m * scale >= value * (1 - 1e-12))
+
+
 class ChartsPanel(QWidget):
-    """Five small plots in a grid; redrawn from a ChartModel at 20 Hz."""
+    """Five small plots in a grid; redrawn from a ChartModel at 5 Hz at most."""
 
     def __init__(self, model: ChartModel, parent=None) -> None:
         super().__init__(parent)
         self.model = model
-        self._drawn = -1
+        # Painting a plot (its axes above all) is the GUI's main cost while a reply streams:
+        # each plot is touched only when its own data changed.
+        self._drawn_rounds = self._drawn_thermal = -1
+        self._thermal_title = ""
+        self._ranges: dict[int, tuple] = {}  # plot -> the (x, y) limits last set
         dark = palette.is_dark()
         pg.setConfigOptions(
             antialias=True, background="#1e1e1e" if dark else "w", foreground="#d0d0d0" if dark else "#333"
@@ -129,7 +147,7 @@ class ChartsPanel(QWidget):
             "draft position",
             "accepted",
         )
-        self.accept_plot.setYRange(0, 1.05)
+        self._positions_ticked = -1
         self.accept_message = pg.BarGraphItem(x=[], height=[], width=0.38, brush=message_color)
         self.accept_session = pg.BarGraphItem(x=[], height=[], width=0.38, brush=session_color)
         self.accept_plot.addItem(self.accept_message)
@@ -150,8 +168,7 @@ class ChartsPanel(QWidget):
         self.thermal_plot = self._plot("Thermal state", "time (s)", "state")
         axis = self.thermal_plot.getAxis("left")
         axis.setTicks([[(i, s.value) for i, s in enumerate(STATE_LEVELS)]])
-        self.thermal_plot.setYRange(-0.4, 3.4)
-        self.thermal_plot.setXRange(0, 60)
+        self._fit(self.thermal_plot, (0.0, 60.0), (-0.4, 3.4))
         self.thermal_plot.setMaximumHeight(170)
         self.thermal_state = self.thermal_plot.plot(pen=pg.mkPen("#ff7f0e", width=2))
 
@@ -171,36 +188,56 @@ class ChartsPanel(QWidget):
         plot.setTitle(title, size="8pt")
         plot.setLabel("bottom", xlabel)
         plot.setLabel("left", ylabel)
-        plot.showGrid(x=True, y=True, alpha=0.2)
+        # No grid: pyqtgraph draws it with the axes, so every new point would repaint both axes.
         plot.setMinimumHeight(120)
         plot.setMinimumWidth(180)
         plot.setMenuEnabled(False)
+        for side in ("left", "bottom"):  # a unit prefix would re-lay the label out on every range change
+            plot.getAxis(side).enableAutoSIPrefix(False)
         return plot
 
     def refresh(self) -> None:
         m = self.model
-        if m.version == self._drawn:
-            return
-        self._drawn = m.version
-        if m.tps:
-            xs, ys = zip(*m.tps)
-            self.tps_curve.setData(xs, ys)
-        else:
-            self.tps_curve.setData([], [])
-        if m.mean_length:
-            xs, ys = zip(*m.mean_length)
-            self.length_curve.setData(xs, ys)
-        else:
-            self.length_curve.setData([], [])
+        if m.rounds_version != self._drawn_rounds:
+            self._drawn_rounds = m.rounds_version
+            self._draw_rounds(m)
+        if m.thermal_version != self._drawn_thermal:
+            self._drawn_thermal = m.thermal_version
+            self._draw_thermal(m)
+
+    def _fit(self, plot: pg.PlotWidget, x: tuple[float, float], y: tuple[float, float]) -> None:
+        """Set a plot's range only when its rounded limits change: a new range redraws the axes."""
+        if self._ranges.get(id(plot)) != (x, y):
+            self._ranges[id(plot)] = (x, y)
+            plot.setRange(xRange=x, yRange=y, padding=0)
+
+    def _draw_rounds(self, m: ChartModel) -> None:
+        for plot, curve, points, y_min in (
+            (self.tps_plot, self.tps_curve, m.tps, 0.0),
+            (self.length_plot, self.length_curve, m.mean_length, 1.0),
+        ):
+            xs, ys = zip(*points) if points else ((), ())
+            curve.setData(xs, ys)
+            self._fit(
+                plot, (0.0, nice_ceiling(max(xs, default=0.0))), (y_min, nice_ceiling(max(ys, default=1.0) * 1.05))
+            )
         message, session = m.message_acceptance(), m.session_acceptance()
         self.accept_message.setOpts(x=np.arange(1, len(message) + 1) - 0.2, height=message)
         self.accept_session.setOpts(x=np.arange(1, len(session) + 1) + 0.2, height=session)
+        positions = max(len(message), len(session))
+        if positions != self._positions_ticked:  # draft positions are whole numbers
+            self._positions_ticked = positions
+            self.accept_plot.getAxis("bottom").setTicks([[(i, str(i)) for i in range(1, positions + 1)]])
+            self._fit(self.accept_plot, (0.4, max(positions, 1) + 0.6), (0.0, 1.05))
         rounds = np.array(m.rounds, dtype=float).reshape(-1, 3)
         x = np.arange(len(rounds))
         base = np.zeros(len(rounds))
         for i, bars in enumerate(self.split_bars.values()):
             bars.setOpts(x=x, height=rounds[:, i], y0=base.copy())
             base += rounds[:, i]
+        self._fit(self.split_plot, (-1.0, float(RECENT_ROUNDS)), (0.0, nice_ceiling(max(base, default=1.0) * 1.05)))
+
+    def _draw_thermal(self, m: ChartModel) -> None:
         if m.thermal:
             t0 = m.thermal[0].timestamp
             known = [r for r in m.thermal if r.state in STATE_LEVELS]
@@ -208,7 +245,11 @@ class ChartsPanel(QWidget):
                 self.thermal_state.setData(
                     [r.timestamp - t0 for r in known], [STATE_LEVELS.index(r.state) for r in known]
                 )
+            span = max(60.0, nice_ceiling(m.thermal[-1].timestamp - t0))
+            self._fit(self.thermal_plot, (0.0, span), (-0.4, 3.4))
             latest = m.thermal[-1].describe()
             short = latest if len(latest) <= 60 else latest[:57] + "…"
-            self.thermal_plot.setTitle(f"Thermal: {short}", size="8pt")
-            self.thermal_plot.setToolTip(latest)
+            if short != self._thermal_title:  # a new title lays the plot out again
+                self._thermal_title = short
+                self.thermal_plot.setTitle(f"Thermal: {short}", size="8pt")
+                self.thermal_plot.setToolTip(latest)

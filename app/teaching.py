@@ -112,7 +112,7 @@ class TeachWorker(QObject):
     """Steps a reply on the chat's engine, on the chat worker's thread."""
 
     started = Signal(str, object)  # rendered prompt, plain pass ms or None
-    stepped = Signal(object, dict)  # RoundStep, {token id: text}
+    stepped = Signal(object, object)  # RoundStep, {token id: text} (a dict with int keys would not cross threads)
     finished = Signal(object)  # RunStats
     failed = Signal(str)
 

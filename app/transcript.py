@@ -122,6 +122,7 @@ class TranscriptView(QTextEdit):
             self.begin_reply()
             cursor = self._reply_cursor
         at_end = self._at_end()
+        cursor.beginEditBlock()  # one layout pass for the batch, not one per token
         for event in events:
             index = len(self.tokens)
             self.tokens.append(event)
@@ -132,6 +133,7 @@ class TranscriptView(QTextEdit):
             fmt.setProperty(TOKEN_PROPERTY, index)
             fmt.setProperty(KIND_PROPERTY, event.kind.value)
             cursor.insertText(event.text, fmt)
+        cursor.endEditBlock()
         if at_end:
             self._scroll_to_end()
 

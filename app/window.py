@@ -404,7 +404,12 @@ class MainWindow(QMainWindow):
 
     def plain_pass_s(self) -> float | None:
         replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]
-        return plain_pass_s(replies, self.auto.plain_tps if self.auto is not None else None)
+        if self.auto is not None:
+            profile_tps = self.auto.plain_tps
+        else:
+            saved = self.pair.plain_pass_s if self.pair is not None else None
+            profile_tps = 1.0 / saved if saved else None
+        return plain_pass_s(replies, profile_tps)
 
     def _auto_status(self, status) -> None:
         self.auto = status

@@ -21,8 +21,9 @@ from engine.events import RoundEvent, RunStats
 from engine.runtime import Model, RuntimeOptions
 from engine.session import Engine, load_drafter
 from engine.speculative import GenerationConfig
+from engine.tuner import saved_plain_pass_s
 
-BATCH_S = 0.03  # events reach the GUI at most ~33 times a second
+BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit costs the engine CPU time
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class PairInfo:
     compatible: bool
     mode: str
     notice: str = ""  # e.g. the drafter that had to be dropped with a new target
+    plain_pass_s: float | None = None  # a plain round's time from the box profile, if one is saved
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ class EngineWorker(QObject):
             compatible=ok,
             mode=engine.options.mode,
             notice=notice,
+            plain_pass_s=saved_plain_pass_s(engine.target, engine.options),
         )
 
     @Slot(str)

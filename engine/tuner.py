@@ -385,6 +385,15 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
     raise DraftlightError("No box profile for this target yet: run `draftlight tune` with a drafter model first.")
 
 
+def saved_plain_pass_s(target: Model, options: RuntimeOptions) -> float | None:
+    """A plain round's time on this box from a saved profile for this target; None, not a measurement, without one."""
+    try:
+        profile = profile_for_target_only(target, options)
+    except DraftlightError:
+        return None
+    return profile.target_rows_s[0] + profile.overhead_s
+
+
 # ---- command line -------------------------------------------------------------------
 
 

@@ -27,7 +27,7 @@ def _finish(qtbot, teach):
         qtbot.waitUntil(lambda: not teach.waiting, timeout=120_000)
 
 
-def test_a_round_shows_drafts_pending_then_the_verdict(qtbot, make_window):
+def test_a_round_shows_drafts_pending_then_the_verdict(qtbot, make_window, engine):
     window = make_window()
     teach = _started(qtbot, window)
     teach.step()  # round 0: the prompt's own pass wrote the first token; nothing was drafted
@@ -41,7 +41,7 @@ def test_a_round_shows_drafts_pending_then_the_verdict(qtbot, make_window):
     qtbot.waitUntil(lambda: teach.verdict_due is not None, timeout=120_000)
     step = teach.verdict_due
     assert step.round.drafted == 3
-    assert teach.view.pending_text() == "".join(teach.piece(t) for t in step.drafts)
+    assert teach.view.pending_text() == "".join(engine.target.display(t) for t in step.drafts)
     assert [s.kind for s in teach.view.spans()] == first  # nothing new is coloured before the verdict
     teach.step()  # phase 2: the verdict
     assert teach.view.pending_text() == ""
@@ -108,7 +108,7 @@ def test_a_replay_reproduces_colours_and_explanations(qtbot, make_window, tmp_pa
     assert offline.view.toPlainText() == teach.view.toPlainText()
 
 
-def test_clicking_a_token_shows_both_models_candidates(qtbot, make_window):
+def test_clicking_a_token_shows_both_models_candidates(qtbot, make_window, engine):
     window = make_window()
     teach = _started(qtbot, window)
     teach.step()
@@ -124,7 +124,7 @@ def test_clicking_a_token_shows_both_models_candidates(qtbot, make_window):
     qtbot.mouseClick(teach.view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center() + rect.topLeft() * 0)
     qtbot.waitUntil(lambda: bool(teach.candidates.rows), timeout=5_000)
     rows = teach.candidates.rows
-    assert rows[0][0] == teach.piece(token.target_top[0][0])
+    assert [r[0] for r in rows] == [engine.target.display(t) for t, _ in token.target_top][: len(rows)]
     assert rows[0][1] == token.target_top[0][1]
     assert len(rows) >= 5
 

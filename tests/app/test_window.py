@@ -89,8 +89,19 @@ def test_chart_figures_equal_the_events(qtbot, make_window, send):
     assert list(m.rounds)[-1] == (rounds[-1].draft_ms, rounds[-1].verify_ms, rounds[-1].commit_ms)
     assert m.kinds[TokenKind.ACCEPTED] == sum(t.kind is TokenKind.ACCEPTED for t in tokens)
     window.charts.refresh()  # the timer's work, done now: curves hold the model's figures
-    _, ys = window.charts.tps_curve.getData()
+    xs, ys = window.charts.tps_curve.getData()
     assert list(ys) == pytest.approx(expected)
+    # the axes' limits move in steps (fewer redraws) and still hold every point
+    for plot, (px, py) in ((window.charts.tps_plot, (xs, ys)), (window.charts.length_plot, zip(*m.mean_length))):
+        (x0, x1), (y0, y1) = plot.viewRange()
+        assert x0 <= min(px) and max(px) <= x1 and y0 <= min(py) and max(py) <= y1
+
+
+def test_axis_limits_are_round_numbers():
+    from app.charts import nice_ceiling
+
+    values = (0, 0.7, 1, 1.2, 2.5, 21, 95, 100, 101)
+    assert [nice_ceiling(v) for v in values] == pytest.approx([1, 0.8, 1, 1.5, 3, 30, 100, 100, 150])
 
 
 def test_drafter_none_gives_only_plain_tokens(qtbot, make_window, send):
@@ -208,3 +219,25 @@ def test_preferences_are_written_on_close_and_read_at_start(qtbot, tmp_path, mon
     window.close()
     assert settings.load().max_tokens == 99
     assert Path(tmp_path / "settings").exists()
+
+
+def test_round_cost_comes_from_the_saved_box_profile(qtbot, make_window, send, monkeypatch, tmp_path, target_path):
+    from engine.runtime import RuntimeOptions
+    from engine.tuner import BoxProfile, machine_id, save_profile
+
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "empty"))
+    assert make_window(depth=2).pair.plain_pass_s is None  # no profile: c waits for a plain reply
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "cache"))
+    options = RuntimeOptions()
+    save_profile(
+        BoxProfile(
+            key="test", machine=machine_id(), target=target_path.name, drafter="drafter.gguf", runtime="test",
+            mode=options.mode, threads=options.threads, target_rows_s=[0.05, 0.08, 0.1], drafter_step_s=0.01,
+            overhead_s=0.001, acceptance_prior=[0.8, 0.7],
+        )
+    )  # fmt: skip
+    window = make_window("second.sqlite3", depth=2)
+    assert window.pair.plain_pass_s == pytest.approx(0.051)
+    stats = send(window, PROMPT)
+    c = (stats.decode_s / stats.rounds) / 0.051
+    assert window.status.labels["cost"].text() == f"round cost c {c:.2f}"

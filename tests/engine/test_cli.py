@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import GenerationConfig, Message, TokenEvent
+from engine import MAX_DEPTH, GenerationConfig, Message, TokenEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Write a bubble sort in C++."
@@ -139,5 +139,5 @@ def test_plain_output_is_the_text_and_a_summary(tmp_path, target_path, engine, j
 def test_a_bad_depth_is_refused_by_the_parser(tmp_path):
     result = chat("--depth", "9", tmp_path=tmp_path)
     assert result.returncode == 2
-    assert "depth must be 0-8" in result.stderr
+    assert f"depth must be 0-{MAX_DEPTH} or auto" in result.stderr
     assert "Traceback" not in result.stderr
