@@ -365,25 +365,27 @@ class MainWindow(QMainWindow):
         self.first_run_dialog = dialog
         return dialog
 
+    def _open_tool(self, name: str, make):
+        """A tool window, made on first use and kept: shown and raised."""
+        window = getattr(self, name, None)
+        if window is None:
+            window = make()
+            setattr(self, name, window)
+        window.show()
+        window.raise_()
+        return window
+
     def open_prompt_lab(self):
         """The prompt lab: a list of prompts through the loaded pair at several depths."""
         from app.lab import PromptLab
 
-        if getattr(self, "prompt_lab", None) is None:
-            self.prompt_lab = PromptLab(self)
-        self.prompt_lab.show()
-        self.prompt_lab.raise_()
-        return self.prompt_lab
+        return self._open_tool("prompt_lab", lambda: PromptLab(self))
 
     def open_calculator(self):
         """The speedup calculator, prefilled from this machine's profile and this session."""
         from app.calculator import SpeedupCalculator
 
-        if getattr(self, "calculator", None) is None:
-            self.calculator = SpeedupCalculator.for_window(self)
-        self.calculator.show()
-        self.calculator.raise_()
-        return self.calculator
+        return self._open_tool("calculator", lambda: SpeedupCalculator.for_window(self))
 
     def _busy_changed(self, busy: bool) -> None:
         self.busy = busy
@@ -430,11 +432,7 @@ class MainWindow(QMainWindow):
         """The teaching window: rounds step by step, replays, off and on side by side."""
         from app.teaching import TeachingWindow
 
-        if getattr(self, "teaching", None) is None:
-            self.teaching = TeachingWindow(self)
-        self.teaching.show()
-        self.teaching.raise_()
-        return self.teaching
+        return self._open_tool("teaching", lambda: TeachingWindow(self))
 
     # ---- export ----
     def export_trace(self, path: Path) -> int:
@@ -474,7 +472,6 @@ class MainWindow(QMainWindow):
             settings.save(self.prefs)
         self.charts.timer.stop()
         # Blocking: the worker frees the models on its own thread before the thread ends.
-        self.worker.cancel()
         self.request_shutdown.emit()  # the worker frees the models on its thread, then ends it
         self.thread.wait(30_000)
         self.store.close()
