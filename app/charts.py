@@ -48,7 +48,6 @@ class ChartModel:
     _message_time: float = 0.0
     _message_rounds: int = 0
     _pending_tokens: int = 0
-    version: int = 0  # bumped on every change
     rounds_version: int = 0  # bumped when the round-driven plots change
     thermal_version: int = 0  # bumped with each thermal reading
 
@@ -57,7 +56,6 @@ class ChartModel:
         self.message_accepted = [0] * MAX_POSITIONS
         self._message_tokens = self._message_rounds = self._pending_tokens = 0
         self._message_time = 0.0
-        self.version += 1
         self.rounds_version += 1
 
     def add(self, events: list) -> None:
@@ -69,7 +67,6 @@ class ChartModel:
                 self._add_round(event)
             elif isinstance(event, RunStats):
                 self.last_stats = event
-        self.version += 1
 
     def _add_round(self, r: RoundEvent) -> None:
         self.rounds_version += 1
@@ -96,7 +93,6 @@ class ChartModel:
     def add_thermal(self, reading: ThermalReading) -> None:
         self.thermal.append(reading)
         del self.thermal[:-600]
-        self.version += 1
         self.thermal_version += 1
 
     @staticmethod

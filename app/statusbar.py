@@ -10,12 +10,12 @@ from engine.thermal import ThermalReading
 KEYS = ("decode", "e2e", "prefill", "acceptance", "cost", "thermal")
 
 
-def plain_pass_s(plain_replies: list[RunStats], profile_plain_tps: float | None) -> float | None:
-    """Seconds per plain target pass: from replies with speculation off, else the box profile."""
+def plain_pass_s(plain_replies: list[RunStats], profile_pass_s: float | None) -> float | None:
+    """Seconds per plain target pass: from replies with speculation off, else the box profile's."""
     plain = [p for p in plain_replies if p.depth == 0 and p.rounds]
     if plain:
         return sum(p.decode_s for p in plain) / sum(p.rounds for p in plain)
-    return 1.0 / profile_plain_tps if profile_plain_tps else None
+    return profile_pass_s
 
 
 def round_cost(stats: RunStats, pass_s: float | None) -> float | None:

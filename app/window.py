@@ -407,11 +407,10 @@ class MainWindow(QMainWindow):
     def plain_pass_s(self) -> float | None:
         replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]
         if self.auto is not None:
-            profile_tps = self.auto.plain_tps
+            profile_s = 1.0 / self.auto.plain_tps
         else:
-            saved = self.pair.plain_pass_s if self.pair is not None else None
-            profile_tps = 1.0 / saved if saved else None
-        return plain_pass_s(replies, profile_tps)
+            profile_s = self.pair.plain_pass_s if self.pair is not None else None
+        return plain_pass_s(replies, profile_s)
 
     def _auto_status(self, status) -> None:
         self.auto = status

@@ -235,8 +235,7 @@ class EngineWorker(QObject):
     @staticmethod
     def _status(tuner) -> AutoStatus:
         p = tuner.profile
-        plain_tps = 1.0 / (p.target_rows_s[0] + p.overhead_s)
-        return AutoStatus(tuner.depth, tuner.predicted_speedup(), plain_tps, tuner.explain())
+        return AutoStatus(tuner.depth, tuner.predicted_speedup(), 1.0 / p.round_cost_s(0), tuner.explain())
 
     @Slot()
     def shutdown(self) -> None:

@@ -391,7 +391,7 @@ def saved_plain_pass_s(target: Model, options: RuntimeOptions) -> float | None:
         profile = profile_for_target_only(target, options)
     except DraftlightError:
         return None
-    return profile.target_rows_s[0] + profile.overhead_s
+    return profile.round_cost_s(0)
 
 
 # ---- command line -------------------------------------------------------------------
