@@ -16,15 +16,21 @@ else
 APP_EXE := dist/Draftlight/Draftlight
 endif
 
-.PHONY: run test setup models test-models lint bench oracle package package-test dmg clean
+.PHONY: run test test-fast setup models test-models lint bench oracle package package-test dmg clean
 
 run: models
-	$(PY) -m engine.cli
+	$(PY) -m app
 
 test: models test-models
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+
+# The developer's loop: every test that loads no model (well under a minute), and the linters.
+test-fast: $(INSTALLED)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not slow"
 
 setup: $(INSTALLED)
 

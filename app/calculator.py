@@ -1,16 +1,13 @@
-"""The speedup calculator: the tuner's arithmetic, live, on numbers the user can change.
+"""The speedup calculator: the engine's cost model, live, on numbers the user can change.
 
 Acceptance per position and the cost of rows and drafter steps go in; expected tokens,
-round cost and predicted speedup per depth come out, from engine.tuner's own formulas:
-E_k = 1 + sum_{j<=k} prod_{i<=j} a_i, C_k = k drafter steps + a target pass of k+1 rows +
-overhead, speedup_k = (E_k / C_k) / (1 / C_0). Costs are in plain target passes.
+round cost and predicted speedup per depth come out of engine.predict (the arithmetic
+lives in the engine's cost model; this window only shows it). Costs are in plain passes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
@@ -30,117 +27,34 @@ from PySide6.QtWidgets import (
 )
 
 from app import palette
-from engine.events import TokenKind
-from engine.runtime import RuntimeOptions
-from engine.tuner import BoxProfile, best_depth, expected_tokens, load_profile
+from engine import (
+    MAX_DEPTH,
+    PRESET_COSTS,
+    TYPICAL_ACCEPTANCE,
+    TYPICAL_COSTS,
+    BoxProfile,
+    Costs,
+    DepthPrediction,
+    TokenKind,
+    measured_acceptance,
+    predict,
+)
 
-DEPTHS = 4  # depths 0..4: a target pass of 1..5 rows
+DEPTHS = MAX_DEPTH  # depths 0..MAX_DEPTH: a target pass of 1..MAX_DEPTH+1 rows
 NO_PROFILE = "No profile yet: run `draftlight tune` or pick Auto once. Showing typical values."
-
-
-@dataclass(frozen=True)
-class Costs:
-    """A round's parts in plain target passes (one target pass of one row is 1.0)."""
-
-    rows: tuple[float, ...]  # a target pass of 1, 2, ... rows
-    drafter_step: float
-    overhead: float
-
-    def as_profile(self) -> BoxProfile:
-        """The same numbers as a BoxProfile whose unit of time is one plain pass."""
-        return BoxProfile(
-            key="calculator",
-            machine="what if",
-            target="",
-            drafter="",
-            runtime="",
-            mode="",
-            threads=0,
-            target_rows_s=list(self.rows),
-            drafter_step_s=self.drafter_step,
-            overhead_s=self.overhead,
-            acceptance_prior=[],
-        )
-
-
-# A CPU laptop running the 1.5B target with the 0.5B drafter, roughly.
-TYPICAL = Costs((1.0, 1.15, 1.3, 1.45, 1.6), 0.3, 0.02)
-TYPICAL_ACCEPTANCE = (0.8, 0.75, 0.7, 0.65)
-PRESETS = {
-    # Extra rows are nearly free on a big GPU, but the 0.5B drafter costs 0.64 of a 1.5B pass.
-    "A GPU like an H200": Costs((1.0, 1.26, 1.3, 1.35, 1.4), 0.64, 0.0),
-    # A memory-bound big target: rows cost little, and the drafter a tenth of a pass.
-    "A big target with a small drafter": Costs((1.0, 1.02, 1.04, 1.06, 1.08), 0.1, 0.0),
-}
-
-
-@dataclass(frozen=True)
-class DepthPrediction:
-    depth: int
-    expected_tokens: float  # E_k
-    cost: float  # C_k in plain passes
-    tokens_per_pass: float  # E_k / C_k
-    speedup: float  # over speculation off
-
-
-def predict(acceptance: list[float], costs: Costs) -> tuple[int, list[DepthPrediction]]:
-    """The best depth and the prediction at each depth, through engine.tuner."""
-    profile = costs.as_profile()
-    best, rates = best_depth(profile, list(acceptance), max_depth=len(costs.rows) - 1)
-    rows = [
-        DepthPrediction(k, expected_tokens(acceptance, k), profile.round_cost_s(k), rates[k], rates[k] / rates[0])
-        for k in range(len(rates))
-    ]
-    return best, rows
-
-
-def costs_from_profile(profile: BoxProfile) -> Costs:
-    one = profile.target_rows_s[0]
-    rows = tuple(t / one for t in profile.target_rows_s[: DEPTHS + 1])
-    return Costs(rows, profile.drafter_step_s / one, profile.overhead_s / one)
-
-
-def conditional_from_counts(drafted: list[int], accepted: list[int]) -> list[float | None]:
-    """Conditional acceptance per position from unconditional per-position counts.
-
-    a_1 = accepted_1 / drafted_1; a_i = accepted_i / accepted_{i-1}. None where a
-    position was never drafted or never reached.
-    """
-    out: list[float | None] = []
-    for i in range(min(len(drafted), len(accepted))):
-        below = drafted[0] if i == 0 else accepted[i - 1]
-        out.append(accepted[i] / below if drafted[i] and below else None)
-    return out
-
-
-@dataclass(frozen=True)
-class PairPaths:
-    """Which pair the box profile is for."""
-
-    target: Path
-    drafter: Path
-    options: RuntimeOptions
-
-
-def pair_of(engine) -> PairPaths | None:
-    """The loaded engine's target and drafter files, where its drafter is a model."""
-    model = getattr(getattr(engine, "drafter", None), "model", None)
-    if engine is None or model is None:
-        return None
-    return PairPaths(engine.target.path, model.path, engine.options)
 
 
 class SpeedupCalculator(QWidget):
     """Inputs on the left; the table and a bar chart of speedup per depth on the right."""
 
     def __init__(
-        self, pair: PairPaths | Callable[[], PairPaths | None] | None = None, chart_model=None, parent=None
+        self, profile: BoxProfile | Callable[[], BoxProfile | None] | None = None, chart_model=None, parent=None
     ) -> None:
-        """`pair` says which box profile is "this machine"; a callable is asked each time."""
+        """`profile` is "this machine": a box profile, or a callable asked each time (the loaded pair's)."""
         super().__init__(parent)
         self.setWindowFlag(Qt.WindowType.Window, True)
         self.setWindowTitle("Speedup calculator")
-        self._pair = pair
+        self._profile = profile
         self.chart_model = chart_model
         self.best = 0
         self.predictions: list[DepthPrediction] = []
@@ -180,7 +94,7 @@ class SpeedupCalculator(QWidget):
         self.this_machine.clicked.connect(self.use_this_machine)
         presets.addWidget(self.this_machine)
         self.preset_buttons: dict[str, QPushButton] = {}
-        for name, costs in PRESETS.items():
+        for name, costs in PRESET_COSTS.items():
             button = QPushButton(name)
             button.clicked.connect(lambda _=False, c=costs: self.set_costs(c))
             self.preset_buttons[name] = button
@@ -228,7 +142,12 @@ class SpeedupCalculator(QWidget):
     @classmethod
     def for_window(cls, window) -> SpeedupCalculator:
         """Prefilled from the main window's pair (its box profile) and conversation."""
-        return cls(lambda: pair_of(window.worker.engine), window.chart_model, window)
+
+        def saved() -> BoxProfile | None:
+            engine = window.worker.engine
+            return engine.saved_profile() if engine is not None else None
+
+        return cls(saved, window.chart_model, window)
 
     # ---- inputs ----
     def values(self) -> tuple[list[float], Costs]:
@@ -256,24 +175,23 @@ class SpeedupCalculator(QWidget):
 
     def profile(self) -> BoxProfile | None:
         """This machine's box profile for the pair, if `draftlight tune` or Auto has made one."""
-        pair = self._pair() if callable(self._pair) else self._pair
-        return load_profile(pair.target, pair.drafter, pair.options) if pair else None
+        return self._profile() if callable(self._profile) else self._profile
 
     def use_this_machine(self) -> None:
         """Costs from this machine's box profile, or typical values where there is none."""
         profile = self.profile()
         if profile is None:
             self.note.setText(NO_PROFILE)
-            self.set_costs(TYPICAL)
+            self.set_costs(TYPICAL_COSTS)
             return
         self.note.setText(f"This machine: {profile.target} + {profile.drafter}, {profile.mode} mode, {profile.machine}")
-        self.set_costs(costs_from_profile(profile))
+        self.set_costs(Costs.from_profile(profile))
 
     def use_conversation(self) -> None:
         """Acceptance measured in the main window's session, where positions were drafted."""
         m = self.chart_model
         if m is not None:
-            self.set_acceptance(conditional_from_counts(m.session_drafted, m.session_accepted))
+            self.set_acceptance(measured_acceptance(m.session_rounds, DEPTHS))
 
     # ---- outputs ----
     def recompute(self) -> None:

@@ -16,12 +16,10 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from app import palette
-from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind
-from engine.thermal import ThermalReading, ThermalState
+from engine import PositionTally, RoundEvent, RunStats, ThermalReading, ThermalState, TokenEvent, TokenKind
 
 REFRESH_MS = 200
 STATE_LEVELS = (ThermalState.NOMINAL, ThermalState.FAIR, ThermalState.SERIOUS, ThermalState.CRITICAL)
-MAX_POSITIONS = 8
 RECENT_ROUNDS = 60
 
 
@@ -36,10 +34,9 @@ class ChartModel:
     decode_time: float = 0.0
     tps: list[tuple[float, float]] = field(default_factory=list)
     mean_length: list[tuple[float, float]] = field(default_factory=list)
-    message_drafted: list[int] = field(default_factory=lambda: [0] * MAX_POSITIONS)
-    message_accepted: list[int] = field(default_factory=lambda: [0] * MAX_POSITIONS)
-    session_drafted: list[int] = field(default_factory=lambda: [0] * MAX_POSITIONS)
-    session_accepted: list[int] = field(default_factory=lambda: [0] * MAX_POSITIONS)
+    message_positions: PositionTally = field(default_factory=PositionTally)
+    session_positions: PositionTally = field(default_factory=PositionTally)
+    session_rounds: list[tuple[int, int]] = field(default_factory=list)  # (drafted, accepted) per round
     rounds: deque = field(default_factory=lambda: deque(maxlen=RECENT_ROUNDS))  # (draft, verify, commit) ms
     kinds: dict[TokenKind, int] = field(default_factory=lambda: dict.fromkeys(TokenKind, 0))
     thermal: list[ThermalReading] = field(default_factory=list)
@@ -52,8 +49,7 @@ class ChartModel:
     thermal_version: int = 0  # bumped with each thermal reading
 
     def begin_message(self) -> None:
-        self.message_drafted = [0] * MAX_POSITIONS
-        self.message_accepted = [0] * MAX_POSITIONS
+        self.message_positions = PositionTally()
         self._message_tokens = self._message_rounds = self._pending_tokens = 0
         self._message_time = 0.0
         self.rounds_version += 1
@@ -79,12 +75,9 @@ class ChartModel:
         self._message_rounds += 1
         self._message_tokens += self._pending_tokens
         self._pending_tokens = 0
-        for i in range(min(r.drafted, MAX_POSITIONS)):
-            self.message_drafted[i] += 1
-            self.session_drafted[i] += 1
-        for i in range(min(r.accepted, MAX_POSITIONS)):
-            self.message_accepted[i] += 1
-            self.session_accepted[i] += 1
+        self.message_positions.add(r.drafted, r.accepted)
+        self.session_positions.add(r.drafted, r.accepted)
+        self.session_rounds.append((r.drafted, r.accepted))
         if self._message_time > 0:
             self.tps.append((self.decode_time, self._message_tokens / self._message_time))
         self.mean_length.append((self.decode_time, self._message_tokens / self._message_rounds))
@@ -95,16 +88,11 @@ class ChartModel:
         del self.thermal[:-600]
         self.thermal_version += 1
 
-    @staticmethod
-    def _rates(accepted: list[int], drafted: list[int]) -> list[float]:
-        n = max((i + 1 for i, d in enumerate(drafted) if d), default=0)
-        return [accepted[i] / drafted[i] if drafted[i] else 0.0 for i in range(n)]
-
     def message_acceptance(self) -> list[float]:
-        return self._rates(self.message_accepted, self.message_drafted)
+        return list(self.message_positions.acceptance)
 
     def session_acceptance(self) -> list[float]:
-        return self._rates(self.session_accepted, self.session_drafted)
+        return list(self.session_positions.acceptance)
 
 
 def nice_ceiling(value: float) -> float:

@@ -13,10 +13,7 @@ from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
 from app.transcript import TranscriptView
-from engine.chat import Message
-from engine.errors import DraftlightError
-from engine.events import RunStats, TokenEvent
-from engine.speculative import GenerationConfig
+from engine import MAX_DEPTH, DraftlightError, GenerationConfig, Message, RunStats, TokenEvent
 
 COMPARE_TOKENS = 96
 
@@ -62,8 +59,8 @@ class CompareWorker(QObject):
         try:
             ids = engine.tokenize_prompt(engine.render([Message("user", prompt)]))
             sides = []
-            for d in (0, depth if engine.drafter is not None else 0):
-                engine.ctx.clear()  # each side prefills the whole prompt: like with like
+            for d in (0, depth):
+                engine.forget()  # each side prefills the whole prompt: like with like
                 t0 = time.perf_counter()
                 events = list(engine.stream(ids, GenerationConfig(max_tokens=COMPARE_TOKENS, depth=d)))
                 sides.append(
@@ -72,9 +69,7 @@ class CompareWorker(QObject):
             diff = first_difference([t.token_id for t in sides[0].tokens], [t.token_id for t in sides[1].tokens])
             explanation = "The two texts are identical, token for token: speculation changed the speed, not the words."
             if diff is not None:
-                from engine.probe import batch_invariance
-
-                probe = batch_invariance(engine.ctx, ids)
+                probe = engine.probe_batch_invariance(ids)
                 explanation = (
                     f"The texts part at token {diff + 1}. Batch-invariance probe on this machine: {probe.describe()}"
                 )
@@ -96,7 +91,7 @@ class ComparePanel(QWidget):
         top = QHBoxLayout()
         self.prompt = QLineEdit("Explain what a hash map is in three sentences.")
         self.depth = QSpinBox()
-        self.depth.setRange(1, 4)
+        self.depth.setRange(1, MAX_DEPTH)
         self.depth.setValue(2)
         self.depth.setPrefix("on: depth ")
         self.run_button = QPushButton("Run off, then on")

@@ -29,8 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.worker import LoadRequest
-from engine import catalog
-from engine.catalog import CatalogModel, Progress
+from engine import CatalogModel, Progress, catalog
 
 # (model, progress) -> the model's local path; raises DraftlightError when it cannot.
 Download = Callable[[CatalogModel, Progress], Path]

@@ -34,20 +34,15 @@ from app.labresults import (  # noqa: F401  (re-exported: the lab's public names
     LabRequest,
     LabResults,
     LabRun,
-    MachineCosts,
     as_jsonl,
     best_for_prompt,
     load_prompts,
-    machine_costs,
     parse_prompts,
 )
-from engine.chat import Message
-from engine.errors import DraftlightError
-from engine.events import FinishReason, RoundEvent, RunStats
-from engine.speculative import GenerationConfig
+from engine import MAX_DEPTH, BoxProfile, DraftlightError, FinishReason, GenerationConfig, Message, RoundEvent, RunStats
 
 SORT_ROLE = Qt.ItemDataRole.UserRole
-OFFERED_DEPTHS = (0, 1, 2, 3, 4)
+OFFERED_DEPTHS = tuple(range(MAX_DEPTH + 1))
 NO_PROFILE = (
     "No box profile for this pair yet (run `draftlight tune` or pick Auto once): "
     "the best depth shown is the measured fastest."
@@ -57,7 +52,7 @@ NO_PROFILE = (
 class LabWorker(QObject):
     """Runs a LabRequest on the engine thread; cancel() is the only call from elsewhere."""
 
-    costs_found = Signal(object)  # MachineCosts
+    costs_found = Signal(object)  # the pair's BoxProfile, or None
     progress = Signal(int, int, str)  # runs done, runs in all, "prompt i of n, depth k"
     run_done = Signal(object)  # LabRun
     failed = Signal(str)
@@ -90,7 +85,7 @@ class LabWorker(QObject):
             raise DraftlightError("No model is loaded yet.")
         if engine.drafter is None and any(request.depths):
             raise DraftlightError("No drafter is loaded: choose one in the side panel, or run depth 0 only.")
-        self.costs_found.emit(machine_costs(engine))
+        self.costs_found.emit(engine.saved_profile())
         n, total = len(request.prompts), len(request.prompts) * len(request.depths)
         done = 0
         for i, prompt in enumerate(request.prompts):
@@ -133,8 +128,8 @@ class LabTableModel(QAbstractTableModel):
         self._columns = self.results.columns()
         self.endResetModel()
 
-    def set_costs(self, costs: MachineCosts) -> None:
-        self.results.costs = costs
+    def set_costs(self, profile: BoxProfile | None) -> None:
+        self.results.profile = profile
         self._changed()
 
     def add(self, run: LabRun) -> None:
@@ -320,11 +315,9 @@ class PromptLab(QWidget):
         self.cancel_button.setEnabled(running)
         self.running_changed.emit(running)
 
-    def _costs_found(self, costs: MachineCosts) -> None:
-        self.model.set_costs(costs)
-        self.basis.setText(
-            NO_PROFILE if costs.profile is None else "Best depth: predicted from this machine's box profile."
-        )
+    def _costs_found(self, profile: BoxProfile | None) -> None:
+        self.model.set_costs(profile)
+        self.basis.setText(NO_PROFILE if profile is None else "Best depth: predicted from this machine's box profile.")
 
     def _progress(self, done: int, total: int, label: str) -> None:
         self.progress.setRange(0, total)

@@ -8,12 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.calculator import pair_of
-from engine.drafters import NgramDrafter
-from engine.errors import DraftlightError
-from engine.events import RunStats
-from engine.ruler.prompts import BenchPrompt, load_file
-from engine.tuner import BoxProfile, best_depth, conditional_acceptance, load_profile, profile_for_target_only
+from engine import (
+    BenchPrompt,
+    BoxProfile,
+    DraftlightError,
+    RunStats,
+    best_depth,
+    conditional_acceptance,
+    load_prompts_file,
+)
 
 DEFAULT_DEPTHS = (0, 1, 2, 3)
 
@@ -73,7 +76,7 @@ def load_prompts(path: str | Path) -> list[BenchPrompt]:
     except OSError as exc:
         raise DraftlightError(f"Cannot read the prompts file {path}: {exc.strerror}.") from exc
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return load_file(path) if first.startswith("{") else parse_prompts(text)
+    return load_prompts_file(path) if first.startswith("{") else parse_prompts(text)
 
 
 def as_jsonl(prompts: list[BenchPrompt]) -> str:
@@ -102,27 +105,7 @@ class LabRun:
     rounds: tuple[tuple[int, int], ...]
 
 
-@dataclass(frozen=True)
-class MachineCosts:
-    """The box profile the predictions use; None where this pair has none yet."""
-
-    profile: BoxProfile | None = None
-    drafter_step_s: float | None = None  # 0 for a drafter with no model
-
-
-def machine_costs(engine) -> MachineCosts:
-    pair = pair_of(engine)
-    if pair is not None:
-        return MachineCosts(load_profile(pair.target, pair.drafter, pair.options))
-    if isinstance(engine.drafter, NgramDrafter):
-        try:
-            return MachineCosts(profile_for_target_only(engine.target, engine.options), 0.0)
-        except DraftlightError:
-            pass
-    return MachineCosts()
-
-
-def best_for_prompt(runs: list[LabRun], costs: MachineCosts) -> tuple[int, str] | None:
+def best_for_prompt(runs: list[LabRun], profile: BoxProfile | None) -> tuple[int, str] | None:
     """The best depth for one prompt's runs, and what it rests on: "profile" or "measured".
 
     With a profile: engine.tuner.best_depth on the conditional acceptance measured over
@@ -130,9 +113,9 @@ def best_for_prompt(runs: list[LabRun], costs: MachineCosts) -> tuple[int, str] 
     """
     if not runs:
         return None
-    if costs.profile is not None:
+    if profile is not None:
         acceptance = conditional_acceptance([r for run in runs for r in run.rounds], max(run.depth for run in runs))
-        return best_depth(costs.profile, acceptance, costs.drafter_step_s)[0], "profile"
+        return best_depth(profile, acceptance)[0], "profile"
     return max(runs, key=lambda run: run.stats.decode_tps).depth, "measured"
 
 
@@ -156,7 +139,7 @@ def _fixed(places: int) -> Callable[[object], str]:
 class LabResults:
     """The runs so far and the columns that show them (no Qt)."""
 
-    costs: MachineCosts = field(default_factory=MachineCosts)
+    profile: BoxProfile | None = None  # this pair's box profile, where one is saved
     max_depth: int = max(DEFAULT_DEPTHS)
     runs: list[LabRun] = field(default_factory=list)
 
@@ -187,7 +170,7 @@ class LabResults:
         return [r for r in self.runs if r.prompt_index == prompt_index]
 
     def best(self, prompt_index: int) -> tuple[int, str]:
-        return best_for_prompt(self.runs_of(prompt_index), self.costs) or (0, "")
+        return best_for_prompt(self.runs_of(prompt_index), self.profile) or (0, "")
 
     def speedup(self, run: LabRun) -> float | None:
         plain = next((r for r in self.runs_of(run.prompt_index) if r.depth == 0), None)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
-from engine.events import TokenKind
+from engine import TokenKind
 
 KINDS = (TokenKind.ACCEPTED, TokenKind.REPLACED, TokenKind.BONUS, TokenKind.PLAIN)
 
@@ -74,6 +74,7 @@ def is_dark() -> bool:
     return window.lightness() < 128
 
 
-def current() -> Palette:
-    dark = is_dark()
+def current(dark: bool | None = None) -> Palette:
+    """The colours for a dark or a light window; by default, the application's own."""
+    dark = is_dark() if dark is None else dark
     return Palette(dark, _DARK if dark else _LIGHT, "#f0f0f0" if dark else "#111111")

@@ -12,7 +12,7 @@ from PySide6.QtGui import QColor, QTextCursor
 
 from app import palette
 from app.transcript import TranscriptView
-from engine.events import TokenEvent
+from engine import TokenEvent
 
 TIMEOUT_S = 600
 

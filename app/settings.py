@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QByteArray, QSettings
 
+from engine import AUTO, Depth, parse_depth
+
 ORGANIZATION = "Draftlight"
 APPLICATION = "Draftlight"
 
@@ -14,7 +16,7 @@ APPLICATION = "Draftlight"
 class Preferences:
     target: str = "default"
     drafter: str = "default"
-    depth: int = 2  # -1: auto
+    depth: Depth = 2
     temperature: float = 0.0
     max_tokens: int = 512
     thinking: bool = False
@@ -34,7 +36,7 @@ def load() -> Preferences:
     p = Preferences()
     p.target = str(s.value("models/target", p.target))
     p.drafter = str(s.value("models/drafter", p.drafter))
-    p.depth = int(s.value("generation/depth", p.depth))
+    p.depth = _depth(s.value("generation/depth", p.depth), p.depth)
     p.temperature = float(s.value("generation/temperature", p.temperature))
     p.max_tokens = int(s.value("generation/max_tokens", p.max_tokens))
     p.thinking = str(s.value("generation/thinking", p.thinking)).lower() == "true"
@@ -47,11 +49,21 @@ def load() -> Preferences:
     return p
 
 
+def _depth(value, default: Depth) -> Depth:
+    """A saved depth; -1 is how Auto was saved before it had a name; anything unreadable, the default."""
+    if str(value) == "-1":
+        return AUTO
+    try:
+        return parse_depth(str(value))
+    except ValueError:
+        return default
+
+
 def save(p: Preferences) -> None:
     s = _settings()
     s.setValue("models/target", p.target)
     s.setValue("models/drafter", p.drafter)
-    s.setValue("generation/depth", p.depth)
+    s.setValue("generation/depth", str(p.depth))
     s.setValue("generation/temperature", p.temperature)
     s.setValue("generation/max_tokens", p.max_tokens)
     s.setValue("generation/thinking", p.thinking)

@@ -20,18 +20,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import catalog
-from engine.sampling import SamplingConfig
-from engine.speculative import GenerationConfig
+from app import settings
+from engine import AUTO, MAX_DEPTH, Depth, GenerationConfig, SamplingConfig, catalog
 
 CHOOSE = "__choose__"
-AUTO = -1
-DEPTHS = [("Off", 0), ("1", 1), ("2", 2), ("3", 3), ("4", 4), ("Auto (tuned to this machine)", AUTO)]
+DEPTHS = [("Off", 0), *((str(k), k) for k in range(1, MAX_DEPTH + 1)), ("Auto (tuned to this machine)", AUTO)]
 
 
 class SidePanel(QWidget):
     models_requested = Signal(str, str)  # target spec, drafter spec
-    drafter_check_requested = Signal(str)
 
     def __init__(self, recent_files: list[str], parent=None) -> None:
         super().__init__(parent)
@@ -173,10 +170,41 @@ class SidePanel(QWidget):
     def config(self) -> GenerationConfig:
         return GenerationConfig(
             max_tokens=self.max_tokens.value(),
-            depth=int(self.depth.currentData()),
+            depth=self.chosen_depth(),
             sampling=SamplingConfig(temperature=self.temperature.value()),
         )
 
-    def set_depth(self, depth: int) -> None:
+    def chosen_depth(self) -> Depth:
+        return self.depth.currentData()
+
+    def set_depth(self, depth: Depth) -> None:
         i = self.depth.findData(depth)
         self.depth.setCurrentIndex(max(i, 0))
+
+    def apply(self, prefs: settings.Preferences) -> None:
+        """Show saved preferences."""
+        self.set_depth(prefs.depth)
+        self.temperature.setValue(prefs.temperature)
+        self.max_tokens.setValue(prefs.max_tokens)
+        self.thinking.setChecked(prefs.thinking)
+        self.system_prompt.setPlainText(prefs.system_prompt)
+
+    def store(self, prefs: settings.Preferences) -> None:
+        """Write what the panel shows into preferences (saved when the window closes)."""
+        prefs.depth = self.chosen_depth()
+        prefs.temperature = self.temperature.value()
+        prefs.max_tokens = self.max_tokens.value()
+        prefs.thinking = self.thinking.isChecked()
+        prefs.system_prompt = self.system_prompt.toPlainText()
+        prefs.recent_files = self.recent_files
+
+    def show_auto(self, status, measured_tps: float | None) -> None:
+        """What Auto is doing (an AutoStatus), and the speedup measured so far where there is one."""
+        measured = f", measured {measured_tps * status.plain_pass_s:.2f}x" if measured_tps else ""
+        self.depth_note.setText(
+            f"Auto is using depth {status.depth}: predicted {status.predicted_speedup:.2f}x{measured}. "
+            f"{status.explanation}"
+        )
+
+    def system_text(self) -> str:
+        return self.system_prompt.toPlainText().strip()

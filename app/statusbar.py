@@ -4,25 +4,14 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
-from engine.events import RunStats
-from engine.thermal import ThermalReading
+from engine import RunStats, ThermalReading, measured_plain_pass_s, measured_round_cost
 
 KEYS = ("decode", "e2e", "prefill", "acceptance", "cost", "thermal")
 
 
-def plain_pass_s(plain_replies: list[RunStats], profile_pass_s: float | None) -> float | None:
+def plain_pass_s(replies: list[RunStats], profile_pass_s: float | None) -> float | None:
     """Seconds per plain target pass: from replies with speculation off, else the box profile's."""
-    plain = [p for p in plain_replies if p.depth == 0 and p.rounds]
-    if plain:
-        return sum(p.decode_s for p in plain) / sum(p.rounds for p in plain)
-    return profile_pass_s
-
-
-def round_cost(stats: RunStats, pass_s: float | None) -> float | None:
-    """c = a round's time in plain passes."""
-    if not stats.rounds or not pass_s:
-        return None
-    return (stats.decode_s / stats.rounds) / pass_s
+    return measured_plain_pass_s(replies) or profile_pass_s
 
 
 class StatusLine:
@@ -48,7 +37,7 @@ class StatusLine:
         s["e2e"].setText(f"end-to-end {stats.end_to_end_tps:.1f} tok/s")
         s["prefill"].setText(f"prefill {stats.prefill_s * 1e3:.0f} ms ({stats.prompt_tokens} tokens)")
         s["acceptance"].setText(f"acceptance {stats.acceptance:.0%}" if stats.drafted else "acceptance —")
-        cost = round_cost(stats, pass_s)
+        cost = measured_round_cost(stats, pass_s)
         s["cost"].setText(f"round cost c {cost:.2f}" if cost else "round cost c —")
 
     def show_thermal(self, reading: ThermalReading) -> None:

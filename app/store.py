@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.events import RunStats, TokenEvent
+from engine import RunStats, TokenEvent
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (

@@ -7,7 +7,6 @@ numbers, what the round did and what it cost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
@@ -25,87 +24,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.teachtext import Totals, explain_round
 from app.teachview import CandidatesView, RoundView
-from engine.chat import Message
-from engine.errors import DraftlightError
-from engine.events import RunStats, TokenKind
-from engine.replay import Replay, load, record
-from engine.speculative import GenerationConfig
-from engine.stepping import RoundStep, Stepper
+from engine import (
+    MAX_DEPTH,
+    DraftlightError,
+    GenerationConfig,
+    Message,
+    Replay,
+    RoundStep,
+    RunStats,
+    Stepper,
+    load_replay,
+    mentioned_tokens,
+    record_replay,
+)
 
 TEACH_TOKENS = 160
-
-
-@dataclass
-class Totals:
-    """Running figures over the rounds shown so far."""
-
-    rounds: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    emitted: int = 0
-    round_ms: float = 0.0
-
-    def add(self, step: RoundStep) -> None:
-        if step.round.from_prefill:
-            return  # the prompt's pass wrote that token: not a decode round
-        self.rounds += 1
-        self.drafted += step.round.drafted
-        self.accepted += step.round.accepted
-        self.emitted += len(step.tokens)
-        self.round_ms += step.round.total_ms
-
-
-def explain_round(step: RoundStep, totals: Totals, plain_pass_ms: float | None, piece) -> str:
-    """The panel's words for one round, and the running (1 + a) / c."""
-    r = step.round
-    drafts = ", ".join(repr(piece(t)) for t in r.draft_tokens) or "nothing"
-    lines = [f"<b>Round {r.round_index + 1}</b>"]
-    if r.from_prefill:
-        return "<br>".join(
-            [
-                *lines,
-                f"The first token, {piece(step.tokens[0].token_id)!r}, comes from the pass that read the prompt "
-                "(the prefill): there was nothing to draft after yet. Drafting starts with the next round.",
-            ]
-        )
-    if r.drafted == 0:
-        lines.append("Nothing was drafted: the target ran one plain pass and wrote one token.")
-    else:
-        lines.append(f"The drafter proposed {r.drafted} token{'s' if r.drafted != 1 else ''}: {drafts}.")
-        last = step.tokens[-1]
-        if last.kind is TokenKind.BONUS:
-            lines.append(
-                f"The target agreed with all {r.drafted} and added a bonus token {piece(last.token_id)!r}: "
-                f"{len(step.tokens)} tokens from one verify pass."
-            )
-        else:
-            lines.append(
-                f"The target kept {r.accepted} and rejected draft {r.accepted + 1} "
-                f"({last.rejected_text!r}), writing its own {piece(last.token_id)!r} instead; "
-                f"{r.drafted - r.accepted - 1} later draft{'s' if r.drafted - r.accepted - 1 != 1 else ''} "
-                "went unused."
-            )
-    cost = f"draft {r.draft_ms:.1f} ms, verify {r.verify_ms:.1f} ms, commit {r.commit_ms:.2f} ms"
-    if plain_pass_ms:
-        lines.append(f"Cost: {cost} = {r.total_ms / plain_pass_ms:.2f} plain passes ({plain_pass_ms:.1f} ms each).")
-    else:
-        lines.append(f"Cost: {cost} ({r.total_ms:.1f} ms).")
-    per_round = totals.emitted / totals.rounds if totals.rounds else 0.0
-    a = totals.accepted / totals.drafted if totals.drafted else 0.0
-    if plain_pass_ms and totals.rounds:
-        c = totals.round_ms / totals.rounds / plain_pass_ms
-        lines.append(
-            f"So far: {totals.rounds} rounds, acceptance a = {a:.0%}, {per_round:.2f} tokens a round, "
-            f"c = {c:.2f} passes a round: (1 + a) / c = {per_round:.2f} / {c:.2f} = <b>{per_round / c:.2f}x</b> "
-            "plain decoding."
-        )
-    else:
-        lines.append(
-            f"So far: {totals.rounds} rounds, acceptance a = {a:.0%}, {per_round:.2f} tokens a round. "
-            "The cost in plain passes needs a plain pass time: run `draftlight tune` or Auto once."
-        )
-    return "<br>".join(lines)
 
 
 class TeachWorker(QObject):
@@ -131,7 +66,7 @@ class TeachWorker(QObject):
         try:
             rendered = engine.render([Message("user", prompt)])
             ids = engine.tokenize_prompt(rendered)
-            config = GenerationConfig(max_tokens=TEACH_TOKENS, depth=depth if engine.drafter else 0, top_candidates=5)
+            config = GenerationConfig(max_tokens=TEACH_TOKENS, depth=depth, top_candidates=5)
             if self.stepper is not None:
                 self.stepper.close()
             self.stepper = Stepper(engine.stream(ids, config))
@@ -139,7 +74,8 @@ class TeachWorker(QObject):
         except DraftlightError as exc:
             self.failed.emit(str(exc))
             return
-        self.started.emit(rendered, plain_pass_ms(engine))
+        plain_s = engine.plain_pass_s()
+        self.started.emit(rendered, plain_s * 1e3 if plain_s else None)
 
     @Slot()
     def step(self) -> None:
@@ -147,7 +83,7 @@ class TeachWorker(QObject):
         if self.stepper is None or engine is None:
             self.failed.emit("Press Start first.")
             return
-        if self._expected_cache is not None and engine.ctx.tokens != self._expected_cache:
+        if self._expected_cache is not None and engine.cached_tokens != self._expected_cache:
             self.stepper = None
             self.failed.emit("The chat used the model since the last step; press Start to begin again.")
             return
@@ -156,26 +92,12 @@ class TeachWorker(QObject):
         except DraftlightError as exc:
             self.failed.emit(str(exc))
             return
-        self._expected_cache = list(engine.ctx.tokens)
+        self._expected_cache = engine.cached_tokens
         if step is None:
             self.finished.emit(self.stepper.stats)
             return
-        from engine.replay import mentioned_tokens
-
         pieces = {t: engine.target.display(t) for t in mentioned_tokens([step])}
         self.stepped.emit(step, pieces)
-
-
-def plain_pass_ms(engine) -> float | None:
-    """One plain target pass on this machine, from the saved box profile if there is one."""
-    from engine.drafters import ModelDrafter
-    from engine.tuner import load_profile
-
-    drafter = engine.drafter
-    if not isinstance(drafter, ModelDrafter):
-        return None
-    profile = load_profile(engine.target.path, drafter.model.path, engine.options)
-    return profile.target_rows_s[0] * 1e3 if profile else None
 
 
 class TeachingWindow(QWidget):
@@ -212,7 +134,7 @@ class TeachingWindow(QWidget):
         top = QHBoxLayout()
         self.prompt = QLineEdit("Write a bubble sort in C++.")
         self.depth = QSpinBox()
-        self.depth.setRange(1, 4)
+        self.depth.setRange(1, MAX_DEPTH)
         self.depth.setValue(3)
         self.depth.setPrefix("depth ")
         self.start_button = QPushButton("Start")
@@ -292,7 +214,7 @@ class TeachingWindow(QWidget):
         self.request_start.emit(self.prompt.text(), self.depth.value())
 
     def open_replay(self, path: str | Path) -> None:
-        replay = load(path)  # raises DraftlightError with a sentence
+        replay = load_replay(path)  # raises DraftlightError with a sentence
         self._clear()
         self.replay = replay
         self.pieces = dict(replay.pieces)
@@ -394,7 +316,7 @@ class TeachingWindow(QWidget):
         if self.stats is None or self.main_window is None or self.main_window.pair is None:
             return None
         pair = self.main_window.pair
-        return record(
+        return record_replay(
             self.steps,
             self.stats,
             self.piece,

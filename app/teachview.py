@@ -13,8 +13,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app import palette
 from app.transcript import KIND_PROPERTY, TOKEN_PROPERTY, TranscriptView
-from engine.events import TokenEvent, TokenKind
-from engine.stepping import RoundStep
+from engine import RoundStep, TokenEvent, TokenKind
 
 PENDING = "#d9d9d9"
 PENDING_DARK = "#555555"

@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextFram
 from PySide6.QtWidgets import QTextEdit, QToolTip
 
 from app import palette
-from engine.events import RunStats, TokenEvent, TokenKind
+from engine import AUTO, FinishReason, RunStats, TokenEvent, TokenKind
 
 TOKEN_PROPERTY = QTextCharFormat.Property.UserProperty + 1  # index into TranscriptView.tokens
 KIND_PROPERTY = QTextCharFormat.Property.UserProperty + 2  # the kind's word, for checks
@@ -44,12 +44,12 @@ def summary(stats: RunStats, stopped: bool = False) -> str:
     if stats.drafted:
         parts.append(f"acceptance {stats.acceptance:.0%}")
         parts.append(f"{stats.mean_accepted_length:.2f} tokens/round")
-    parts.append({0: "speculation off", -1: "auto depth"}.get(stats.depth, f"depth {stats.depth}"))
+    parts.append({0: "speculation off", AUTO: "auto depth"}.get(stats.depth, f"depth {stats.depth}"))
     if stopped:
         parts.append("stopped")
-    elif stats.finish_reason.value == "max_tokens":
+    elif stats.finish_reason is FinishReason.MAX_TOKENS:
         parts.append("reached max tokens")
-    elif stats.finish_reason.value == "context_full":
+    elif stats.finish_reason is FinishReason.CONTEXT_FULL:
         parts.append("context full")
     return " · ".join(parts)
 
@@ -218,7 +218,13 @@ class TranscriptView(QTextEdit):
         return super().eventFilter(obj, event)
 
     def set_dark(self, dark: bool) -> None:
-        self._palette = palette.current()
+        """Colour tokens written from now on for a dark (or light) window."""
+        self._palette = palette.current(dark)
+
+    def changeEvent(self, event) -> None:
+        if event.type() == QEvent.Type.PaletteChange:  # the system switched between light and dark
+            self.set_dark(palette.is_dark())
+        super().changeEvent(event)
 
     def keyPressEvent(self, event) -> None:
         if event.key() == Qt.Key.Key_Escape:

@@ -1,9 +1,18 @@
-"""Small widgets: the message box and the provenance legend."""
+"""Small widgets: the message box, the provenance legend, the list of conversations."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app import palette
 
@@ -47,3 +56,66 @@ class Legend(QWidget):
             self.swatches[kind.value] = label
             layout.addWidget(label)
         layout.addStretch(1)
+
+
+class ConversationList(QWidget):
+    """The saved conversations, newest first, and the button for a new one."""
+
+    chosen = Signal(int)  # a conversation's id, picked by the user
+    new_requested = Signal()
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        self.new_button = QPushButton("New conversation")
+        self.items = QListWidget()
+        layout.addWidget(self.new_button)
+        layout.addWidget(self.items)
+        self.new_button.clicked.connect(self.new_requested)
+        self.items.currentItemChanged.connect(self._picked)
+
+    def fill(self, conversations, current_id: int) -> None:
+        """Show these conversations (id, title), the current one selected, without signalling a choice."""
+        self.items.blockSignals(True)
+        self.items.clear()
+        for c in conversations:
+            item = QListWidgetItem(c.title)
+            item.setData(Qt.ItemDataRole.UserRole, c.id)
+            self.items.addItem(item)
+            if c.id == current_id:
+                self.items.setCurrentItem(item)
+        self.items.blockSignals(False)
+
+    def _picked(self, item: QListWidgetItem | None) -> None:
+        if item is not None:
+            self.chosen.emit(int(item.data(Qt.ItemDataRole.UserRole)))
+
+
+class ChatPane(QWidget):
+    """The conversation's column: the coloured transcript, the legend, a notice line, the message box."""
+
+    def __init__(self, transcript: QWidget, parent=None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        self.transcript = transcript
+        self.legend = Legend()
+        self.input = MessageBox()
+        self.send_button = QPushButton("Send")
+        self.send_button.setDefault(True)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        self.notice = QLabel()
+        self.notice.setObjectName("notice")
+        self.notice.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.input, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        row.addLayout(buttons)
+        layout.addWidget(self.transcript, 1)
+        layout.addWidget(self.legend)
+        layout.addWidget(self.notice)
+        layout.addLayout(row)

@@ -6,32 +6,21 @@ from pathlib import Path
 
 from PySide6.QtCore import QStandardPaths, Qt, QThread, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (
-    QFileDialog,
-    QHBoxLayout,
-    QLabel,
-    QListWidget,
-    QListWidgetItem,
-    QMainWindow,
-    QMessageBox,
-    QPushButton,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter
 
 from app import settings
+from app.calculator import SpeedupCalculator
 from app.charts import ChartModel, ChartsPanel
 from app.firstrun import FirstRunDialog, is_missing_model
+from app.lab import PromptLab
 from app.sidepanel import SidePanel
 from app.statusbar import StatusLine, plain_pass_s
 from app.store import Store, StoredMessage
+from app.teaching import TeachingWindow
 from app.transcript import TranscriptView
-from app.widgets import Legend, MessageBox
-from app.worker import EngineWorker, LoadRequest, PairInfo, ReplyRequest
-from engine.chat import Message
-from engine.events import FinishReason, RunStats, TokenEvent
-from engine.thermal import ThermalReading, ThermalSampler
+from app.widgets import ChatPane, ConversationList
+from app.worker import AutoStatus, EngineWorker, LoadRequest, PairInfo, ReplyRequest
+from engine import FinishReason, Message, RunStats, ThermalReading, ThermalSampler, TokenEvent
 
 
 def default_store_path() -> Path:
@@ -42,7 +31,6 @@ def default_store_path() -> Path:
 class MainWindow(QMainWindow):
     request_load = Signal(object)
     request_reply = Signal(object)
-    request_check = Signal(str)
     request_shutdown = Signal()
     reply_finished = Signal(object)  # RunStats or None: for tests and the self-test
     thermal_reading = Signal(object)  # from the sampler's thread to the GUI thread
@@ -59,13 +47,23 @@ class MainWindow(QMainWindow):
         self.conversation_id = 0
         self.reply_tokens: list[TokenEvent] = []
         self.last_reply_stats: RunStats | None = None
-        self.auto = None  # the latest AutoStatus, while Auto is chosen
+        self.auto: AutoStatus | None = None  # the latest, while Auto is chosen
+        # Tool windows, each made on first use and kept.
+        self.teaching: TeachingWindow | None = None
+        self.prompt_lab: PromptLab | None = None
+        self.calculator: SpeedupCalculator | None = None
+        self.first_run_dialog: FirstRunDialog | None = None
         self.save_preferences = prefs is None  # preferences handed in (tests, self-test) stay private
         self.offer_first_run = prefs is None  # no dialog in tests and the self-test unless asked for
 
         self._build()
         self._start_worker()
-        self._apply_prefs()
+        if self.prefs.geometry is not None:
+            self.restoreGeometry(self.prefs.geometry)
+        if self.prefs.splitter is not None:
+            self.splitter.restoreState(self.prefs.splitter)
+        self.side.apply(self.prefs)
+        self.side.verdict.setText("Loading models…")
         self._open_conversations()
         self.thermal = ThermalSampler(interval=1.0)
         self.thermal_reading.connect(self._thermal)
@@ -75,37 +73,11 @@ class MainWindow(QMainWindow):
 
     # ---- layout ----
     def _build(self) -> None:
-        left = QWidget()
-        lv = QVBoxLayout(left)
-        lv.setContentsMargins(4, 4, 4, 4)
-        self.new_button = QPushButton("New conversation")
-        self.conversation_list = QListWidget()
-        lv.addWidget(self.new_button)
-        lv.addWidget(self.conversation_list)
+        self.conversations = ConversationList()
 
-        center = QWidget()
-        cv = QVBoxLayout(center)
-        cv.setContentsMargins(4, 4, 4, 4)
-        self.transcript = TranscriptView()
-        self.legend = Legend()
-        self.input = MessageBox()
-        self.send_button = QPushButton("Send")
-        self.send_button.setDefault(True)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setEnabled(False)
-        self.notice = QLabel()
-        self.notice.setObjectName("notice")
-        self.notice.setWordWrap(True)
-        row = QHBoxLayout()
-        row.addWidget(self.input, 1)
-        buttons = QVBoxLayout()
-        buttons.addWidget(self.send_button)
-        buttons.addWidget(self.stop_button)
-        row.addLayout(buttons)
-        cv.addWidget(self.transcript, 1)
-        cv.addWidget(self.legend)
-        cv.addWidget(self.notice)
-        cv.addLayout(row)
+        center = ChatPane(TranscriptView())
+        self.transcript, self.legend, self.notice = center.transcript, center.legend, center.notice
+        self.input, self.send_button, self.stop_button = center.input, center.send_button, center.stop_button
 
         self.side = SidePanel(self.prefs.recent_files)
         self.charts = ChartsPanel(self.chart_model)
@@ -115,7 +87,7 @@ class MainWindow(QMainWindow):
         right.setStretchFactor(1, 1)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.addWidget(left)
+        self.splitter.addWidget(self.conversations)
         self.splitter.addWidget(center)
         self.splitter.addWidget(right)
         self.splitter.setSizes([180, 640, 580])
@@ -123,30 +95,30 @@ class MainWindow(QMainWindow):
 
         self.status = StatusLine(self.statusBar())
 
-        menu = self.menuBar().addMenu("&File")
-        for text, shortcut, slot in (
-            ("New conversation", QKeySequence.StandardKey.New, self.new_conversation),
-            ("Export token trace (JSONL)…", None, self.export_trace_dialog),
-            ("Export charts (PNG)…", None, self.export_charts_dialog),
-            ("Quit", QKeySequence.StandardKey.Quit, self.close),
-        ):
-            action = QAction(text, self)
-            if shortcut is not None:
-                action.setShortcut(shortcut)
-            action.triggered.connect(slot)
-            menu.addAction(action)
-        tools = self.menuBar().addMenu("&Tools")
-        for text, slot in (
-            ("Teaching mode…", self.open_teaching),
-            ("Prompt lab…", self.open_prompt_lab),
-            ("Speedup calculator…", self.open_calculator),
-        ):
-            action = QAction(text, self)
-            action.triggered.connect(slot)
-            tools.addAction(action)
+        menus = {
+            "&File": (
+                ("New conversation", QKeySequence.StandardKey.New, self.new_conversation),
+                ("Export token trace (JSONL)…", None, self.export_trace_dialog),
+                ("Export charts (PNG)…", None, self.export_charts_dialog),
+                ("Quit", QKeySequence.StandardKey.Quit, self.close),
+            ),
+            "&Tools": (
+                ("Teaching mode…", None, self.open_teaching),
+                ("Prompt lab…", None, self.open_prompt_lab),
+                ("Speedup calculator…", None, self.open_calculator),
+            ),
+        }
+        for title, entries in menus.items():
+            menu = self.menuBar().addMenu(title)
+            for text, shortcut, slot in entries:
+                action = QAction(text, self)
+                if shortcut is not None:
+                    action.setShortcut(shortcut)
+                action.triggered.connect(slot)
+                menu.addAction(action)
 
-        self.new_button.clicked.connect(self.new_conversation)
-        self.conversation_list.currentItemChanged.connect(self._conversation_selected)
+        self.conversations.new_requested.connect(self.new_conversation)
+        self.conversations.chosen.connect(self._conversation_chosen)
         self.send_button.clicked.connect(self.send)
         self.input.submitted.connect(self.send)
         self.stop_button.clicked.connect(self.stop)
@@ -160,7 +132,6 @@ class MainWindow(QMainWindow):
         self.worker.moveToThread(self.thread)
         self.request_load.connect(self.worker.load)
         self.request_reply.connect(self.worker.generate)
-        self.request_check.connect(self.worker.check_drafter)
         self.request_shutdown.connect(self.worker.shutdown)
         self.worker.load_progress.connect(self.side.show_progress)
         self.worker.loaded.connect(self._loaded)
@@ -170,19 +141,6 @@ class MainWindow(QMainWindow):
         self.worker.busy_changed.connect(self._busy_changed)
         self.worker.auto_status.connect(self._auto_status)
         self.thread.start()
-
-    def _apply_prefs(self) -> None:
-        p = self.prefs
-        if p.geometry is not None:
-            self.restoreGeometry(p.geometry)
-        if p.splitter is not None:
-            self.splitter.restoreState(p.splitter)
-        self.side.set_depth(p.depth)
-        self.side.temperature.setValue(p.temperature)
-        self.side.max_tokens.setValue(p.max_tokens)
-        self.side.thinking.setChecked(p.thinking)
-        self.side.system_prompt.setPlainText(p.system_prompt)
-        self.side.verdict.setText("Loading models…")
 
     # ---- conversations ----
     def _open_conversations(self) -> None:
@@ -196,24 +154,14 @@ class MainWindow(QMainWindow):
         self.open_conversation(wanted if wanted in ids else ids[0])
 
     def _fill_conversation_list(self, conversations=None) -> None:
-        self.conversation_list.blockSignals(True)
-        self.conversation_list.clear()
-        for c in conversations or self.store.conversations():
-            item = QListWidgetItem(c.title)
-            item.setData(Qt.ItemDataRole.UserRole, c.id)
-            self.conversation_list.addItem(item)
-            if c.id == self.conversation_id:
-                self.conversation_list.setCurrentItem(item)
-        self.conversation_list.blockSignals(False)
+        self.conversations.fill(conversations or self.store.conversations(), self.conversation_id)
 
-    def _conversation_selected(self, item: QListWidgetItem | None) -> None:
-        if item is None:
-            return
+    def _conversation_chosen(self, conversation_id: int) -> None:
         if self.streaming:
             self._say("A reply is streaming: stop it before switching conversations.")
             self._fill_conversation_list()
             return
-        self.open_conversation(int(item.data(Qt.ItemDataRole.UserRole)))
+        self.open_conversation(conversation_id)
 
     def open_conversation(self, conversation_id: int) -> None:
         self.conversation_id = conversation_id
@@ -238,7 +186,7 @@ class MainWindow(QMainWindow):
     def engine_messages(self) -> list[Message]:
         """The conversation as the model sees it: system prompt, then user/assistant turns."""
         messages = []
-        system = self.side.system_prompt.toPlainText().strip()
+        system = self.side.system_text()
         if system:
             messages.append(Message("system", system))
         for m in self.store.messages(self.conversation_id):
@@ -254,8 +202,7 @@ class MainWindow(QMainWindow):
         if self.streaming:
             self._say("A reply is still streaming: press Stop, or wait for it to finish, before sending.")
             return
-        lab = getattr(self, "prompt_lab", None)
-        if lab is not None and lab.running:
+        if self.prompt_lab is not None and self.prompt_lab.running:
             self._say("The prompt lab is using the model; your message is kept in the box until it finishes.")
             return
         if self.pair is None or self.busy:
@@ -269,10 +216,6 @@ class MainWindow(QMainWindow):
         self._fill_conversation_list()
         self._say("")
         config = self.side.config()
-        if self.pair.drafter == "none":
-            from dataclasses import replace
-
-            config = replace(config, depth=0)
         self.reply_tokens = []
         self.chart_model.begin_message()
         self.transcript.begin_reply()
@@ -356,7 +299,7 @@ class MainWindow(QMainWindow):
 
     def offer_models(self, reason: str = "") -> FirstRunDialog:
         """The first-run dialog: download the default pair or choose files, then load them."""
-        dialog = getattr(self, "first_run_dialog", None)
+        dialog = self.first_run_dialog
         if dialog is not None and dialog.isVisible():
             return dialog
         dialog = FirstRunDialog(reason, self)
@@ -365,27 +308,29 @@ class MainWindow(QMainWindow):
         self.first_run_dialog = dialog
         return dialog
 
-    def _open_tool(self, name: str, make):
-        """A tool window, made on first use and kept: shown and raised."""
-        window = getattr(self, name, None)
-        if window is None:
-            window = make()
-            setattr(self, name, window)
+    @staticmethod
+    def _raise(window):
         window.show()
         window.raise_()
         return window
 
-    def open_prompt_lab(self):
+    def open_teaching(self) -> TeachingWindow:
+        """The teaching window: rounds step by step, replays, off and on side by side."""
+        if self.teaching is None:
+            self.teaching = TeachingWindow(self)
+        return self._raise(self.teaching)
+
+    def open_prompt_lab(self) -> PromptLab:
         """The prompt lab: a list of prompts through the loaded pair at several depths."""
-        from app.lab import PromptLab
+        if self.prompt_lab is None:
+            self.prompt_lab = PromptLab(self)
+        return self._raise(self.prompt_lab)
 
-        return self._open_tool("prompt_lab", lambda: PromptLab(self))
-
-    def open_calculator(self):
+    def open_calculator(self) -> SpeedupCalculator:
         """The speedup calculator, prefilled from this machine's profile and this session."""
-        from app.calculator import SpeedupCalculator
-
-        return self._open_tool("calculator", lambda: SpeedupCalculator.for_window(self))
+        if self.calculator is None:
+            self.calculator = SpeedupCalculator.for_window(self)
+        return self._raise(self.calculator)
 
     def _busy_changed(self, busy: bool) -> None:
         self.busy = busy
@@ -406,32 +351,16 @@ class MainWindow(QMainWindow):
 
     def plain_pass_s(self) -> float | None:
         replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]
-        if self.auto is not None:
-            profile_s = 1.0 / self.auto.plain_tps
-        else:
-            profile_s = self.pair.plain_pass_s if self.pair is not None else None
+        profile_s = self.auto.plain_pass_s if self.auto else self.pair.plain_pass_s if self.pair else None
         return plain_pass_s(replies, profile_s)
 
-    def _auto_status(self, status) -> None:
+    def _auto_status(self, status: AutoStatus) -> None:
         self.auto = status
-        measured = ""
-        stats = self.chart_model.tps[-1][1] if self.chart_model.tps else None
-        if stats:
-            measured = f", measured {stats / status.plain_tps:.2f}x"
-        self.side.depth_note.setText(
-            f"Auto is using depth {status.depth}: predicted {status.predicted_speedup:.2f}x{measured}. "
-            f"{status.explanation}"
-        )
+        self.side.show_auto(status, self.chart_model.tps[-1][1] if self.chart_model.tps else None)
 
     def _thermal(self, reading: ThermalReading) -> None:
         self.chart_model.add_thermal(reading)
         self.status.show_thermal(reading)
-
-    def open_teaching(self):
-        """The teaching window: rounds step by step, replays, off and on side by side."""
-        from app.teaching import TeachingWindow
-
-        return self._open_tool("teaching", lambda: TeachingWindow(self))
 
     # ---- export ----
     def export_trace(self, path: Path) -> int:
@@ -460,17 +389,11 @@ class MainWindow(QMainWindow):
         self.thermal.stop()
         self.prefs.geometry = self.saveGeometry()
         self.prefs.splitter = self.splitter.saveState()
-        self.prefs.depth = int(self.side.depth.currentData())
-        self.prefs.temperature = self.side.temperature.value()
-        self.prefs.max_tokens = self.side.max_tokens.value()
-        self.prefs.thinking = self.side.thinking.isChecked()
-        self.prefs.system_prompt = self.side.system_prompt.toPlainText()
-        self.prefs.recent_files = self.side.recent_files
+        self.side.store(self.prefs)
         self.prefs.last_conversation = self.conversation_id
         if self.save_preferences:
             settings.save(self.prefs)
         self.charts.timer.stop()
-        # Blocking: the worker frees the models on its own thread before the thread ends.
         self.request_shutdown.emit()  # the worker frees the models on its thread, then ends it
         self.thread.wait(30_000)
         self.store.close()

@@ -9,19 +9,23 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from engine import catalog
-from engine.chat import Message
-from engine.compat import check
-from engine.errors import DraftlightError
-from engine.events import RoundEvent, RunStats
-from engine.runtime import Model, RuntimeOptions
-from engine.session import Engine, load_drafter
-from engine.speculative import GenerationConfig
-from engine.tuner import saved_plain_pass_s
+from engine import (
+    AutoDepth,
+    DraftlightError,
+    Engine,
+    GenerationConfig,
+    Message,
+    Model,
+    RoundEvent,
+    RunStats,
+    RuntimeOptions,
+    catalog,
+    load_drafter,
+)
 
 BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit costs the engine CPU time
 
@@ -54,7 +58,7 @@ class AutoStatus:
 
     depth: int
     predicted_speedup: float
-    plain_tps: float  # the profile's plain decode rate, to turn a measured rate into a speedup
+    plain_pass_s: float  # the profile's plain round, to turn a measured rate into a speedup
     explanation: str
 
 
@@ -69,7 +73,6 @@ class EngineWorker(QObject):
     load_progress = Signal(int, int, str)
     loaded = Signal(object)  # PairInfo
     load_failed = Signal(str)
-    verdict_ready = Signal(str, bool, str)  # drafter spec, compatible, explanation
     events = Signal(list)  # a batch of TokenEvent / RoundEvent / RunStats
     reply_failed = Signal(str)
     busy_changed = Signal(bool)
@@ -82,7 +85,6 @@ class EngineWorker(QObject):
         self.drafter_spec = ""
         self._cancel = threading.Event()
         self._last_progress = 0.0
-        self._tuner = None  # AutoDepth for the loaded pair, built on the first Auto reply
 
     # ---- called from the GUI thread directly: only sets a flag ----
     def cancel(self) -> None:
@@ -130,7 +132,6 @@ class EngineWorker(QObject):
                 notice = f"The drafter was not loaded: {exc}"
             engine.set_drafter(drafter, verdict)
             self.engine, self.target_spec, self.drafter_spec = engine, request.target, drafter_spec
-            self._tuner = None
             if old is not None:
                 old.close()
         elif request.drafter != self.drafter_spec:
@@ -139,7 +140,6 @@ class EngineWorker(QObject):
             )
             self.engine.set_drafter(drafter, verdict)
             self.drafter_spec = request.drafter
-            self._tuner = None
         self.loaded.emit(self._info(notice))
 
     def _info(self, notice: str = "") -> PairInfo:
@@ -161,23 +161,8 @@ class EngineWorker(QObject):
             compatible=ok,
             mode=engine.options.mode,
             notice=notice,
-            plain_pass_s=saved_plain_pass_s(engine.target, engine.options),
+            plain_pass_s=engine.plain_pass_s(),
         )
-
-    @Slot(str)
-    def check_drafter(self, spec: str) -> None:
-        """Say whether a drafter file suits the loaded target, reading only its vocabulary."""
-        if self.engine is None or spec in ("none", "ngram"):
-            self.verdict_ready.emit(spec, True, "")
-            return
-        try:
-            path = catalog.resolve(catalog.DEFAULT_DRAFTER if spec == "default" else spec, self._progress)
-            vocab = Model(path, self.engine.options, vocab_only=True)
-            verdict = check(self.engine.target, vocab)
-            vocab.close()
-            self.verdict_ready.emit(spec, verdict.compatible, verdict.explain())
-        except DraftlightError as exc:
-            self.verdict_ready.emit(spec, False, str(exc))
 
     @Slot(object)
     def generate(self, request: ReplyRequest) -> None:
@@ -192,21 +177,18 @@ class EngineWorker(QObject):
             engine = self.engine
             prompt = engine.tokenize_prompt(engine.render(list(request.messages), request.thinking))
             config = request.config
-            tuner = None
-            if engine.drafter is None and config.depth:
-                config = replace(config, depth=0)
-            elif config.depth < 0:
-                tuner = self._auto(engine)
-                config = replace(config, depth=tuner.max_depth)
-            for event in engine.stream(prompt, config, self._cancel.is_set, tuner):
+            policy = engine.depth_policy(config.depth, progress=self._tuning)  # Auto's first use measures the box
+            self.load_progress.emit(1, 1, "")
+            auto = policy if isinstance(policy, AutoDepth) else None
+            for event in engine.stream(prompt, config, self._cancel.is_set):
                 batch.append(event)
                 if isinstance(event, RoundEvent | RunStats):
                     now = time.perf_counter()
                     if isinstance(event, RunStats) or now - last_emit >= BATCH_S:
                         self.events.emit(batch)
                         batch, last_emit = [], now
-                        if tuner is not None:
-                            self.auto_status.emit(self._status(tuner))
+                        if auto is not None:
+                            self.auto_status.emit(self._status(auto))
         except DraftlightError as exc:
             if batch:
                 self.events.emit(batch)
@@ -219,23 +201,12 @@ class EngineWorker(QObject):
         finally:
             self.busy_changed.emit(False)
 
-    def _auto(self, engine: Engine):
-        """The pair's AutoDepth; the first time, measuring the box if no profile is saved."""
-        from engine.tuner import AutoDepth
-
-        if self._tuner is None:
-
-            def say(message: str) -> None:
-                self.load_progress.emit(0, 1, f"tuning to this machine: {message}")
-
-            self._tuner = AutoDepth.for_engine(engine, progress=say)
-            self.load_progress.emit(1, 1, "")
-        return self._tuner
+    def _tuning(self, message: str) -> None:
+        self.load_progress.emit(0, 1, f"tuning to this machine: {message}")
 
     @staticmethod
-    def _status(tuner) -> AutoStatus:
-        p = tuner.profile
-        return AutoStatus(tuner.depth, tuner.predicted_speedup(), 1.0 / p.round_cost_s(0), tuner.explain())
+    def _status(auto: AutoDepth) -> AutoStatus:
+        return AutoStatus(auto.depth, auto.predicted_speedup(), auto.profile.plain_pass_s, auto.explain())
 
     @Slot()
     def shutdown(self) -> None:

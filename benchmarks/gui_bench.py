@@ -23,7 +23,7 @@ def headless_run(engine, depth: int, tokens: int) -> float:
     from engine import GenerationConfig, Message
 
     ids = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
-    engine.ctx.clear()
+    engine.forget()
     stats = list(engine.stream(ids, GenerationConfig(max_tokens=tokens, depth=depth, ignore_eog=True)))[-1]
     return stats.decode_tps
 
@@ -50,7 +50,7 @@ def gui_run(app, window, depth: int, tokens: int, monitor_stalls: bool) -> tuple
     monitor.timeout.connect(tick)
     done = []
     window.reply_finished.connect(done.append)
-    window.worker.engine.ctx.clear()  # the same full prefill as the headless run
+    window.worker.engine.forget()  # the same full prefill as the headless run
     config = replace(GenerationConfig(max_tokens=tokens, depth=depth), ignore_eog=True)
     window.reply_tokens = []
     window.chart_model.begin_message()

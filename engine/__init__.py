@@ -4,11 +4,23 @@ from engine import Engine, GenerationConfig
 engine = Engine.load("default", "default")
 for event in engine.session().send("Write a bubble sort in C++", GenerationConfig(depth=2)):
     ...
+
+This module is the engine's public face: the app and scripts import from here alone.
+The layers beneath, each a sub-package or module with one purpose:
+
+  errors, events, depth, sampling, chat, progress   the vocabulary: no model, no llama.cpp
+  runtime/    the llama.cpp binding: load, decode a batch, logits, rewind; GGUF reading
+  models/     the catalog (download, assemble, check) and drafter compatibility
+  drafting/   the Drafter protocol and one module per kind: model, n-gram
+  speculative the round (decides provenance) and the generation loop
+  measure/    the cost model, box profiles, Auto depth, thermal state, the batch probe
+  session     the engine a program holds: a pair, its depth policy, conversations
+  replay, stepping, ruler/, cli   teaching replays, round-by-round stepping, the ruler, the CLI
 """
 
-from engine.chat import ChatTemplate, Message
-from engine.compat import Verdict, check
-from engine.drafters import Draft, Drafter, ModelDrafter, NgramDrafter
+from engine.chat import ChatTemplate, Message, template_for, tokenize_prompt
+from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth, describe_depth, parse_depth
+from engine.drafting import Draft, Drafter, ModelDrafter, NgramDrafter, VerifyBatch
 from engine.errors import (
     ChatTemplateError,
     ContextFullError,
@@ -18,25 +30,75 @@ from engine.errors import (
     ModelNotAvailable,
     RuntimeFailure,
 )
-from engine.events import Event, FinishReason, RoundEvent, RunStats, TokenEvent, TokenKind
-from engine.runtime import Context, Model, RuntimeOptions, set_verbose
+from engine.events import (
+    Event,
+    FinishReason,
+    PositionTally,
+    RoundEvent,
+    RunStats,
+    TokenEvent,
+    TokenKind,
+    event_from_json,
+)
+from engine.measure.auto import AutoDepth
+from engine.measure.costmodel import (
+    PRESET_COSTS,
+    TYPICAL_ACCEPTANCE,
+    TYPICAL_COSTS,
+    BoxProfile,
+    Costs,
+    DepthPrediction,
+    best_depth,
+    conditional_acceptance,
+    expected_tokens,
+    explain,
+    measured_acceptance,
+    measured_plain_pass_s,
+    measured_round_cost,
+    predict,
+)
+from engine.measure.probe import ProbeResult, batch_invariance
+from engine.measure.profile import load_profile, profile_for_target_only, saved_pair_profile, saved_target_profile
+from engine.measure.thermal import ThermalReading, ThermalSampler, ThermalState, read_thermal
+from engine.models import Verdict, catalog, check
+from engine.models.catalog import CatalogModel, Progress
+from engine.replay import Replay, mentioned_tokens
+from engine.replay import load as load_replay
+from engine.replay import record as record_replay
+from engine.ruler.prompts import BenchPrompt
+from engine.ruler.prompts import load_file as load_prompts_file
+from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose
 from engine.sampling import SamplingConfig
-from engine.session import MAX_DEPTH, ChatSession, Engine, load_drafter
-from engine.speculative import GenerationConfig, generate, speculative_round
+from engine.session import ChatSession, Engine, PairSpec, load_drafter
+from engine.speculative import GenerationConfig, Prefill, generate, speculative_round
+from engine.stepping import RoundStep, Stepper
 
 __all__ = [
+    "AUTO",
     "MAX_DEPTH",
+    "PRESET_COSTS",
+    "TYPICAL_ACCEPTANCE",
+    "TYPICAL_COSTS",
+    "AutoDepth",
+    "BenchPrompt",
+    "BoxProfile",
+    "CatalogModel",
     "ChatSession",
     "ChatTemplate",
     "ChatTemplateError",
     "Context",
     "ContextFullError",
+    "Costs",
+    "Depth",
+    "DepthPolicy",
+    "DepthPrediction",
     "Draft",
     "Drafter",
     "DraftlightError",
     "Engine",
     "Event",
     "FinishReason",
+    "FixedDepth",
     "GenerationConfig",
     "IncompatibleDrafter",
     "Message",
@@ -45,17 +107,70 @@ __all__ = [
     "ModelFileError",
     "ModelNotAvailable",
     "NgramDrafter",
+    "PairSpec",
+    "PositionTally",
+    "Prefill",
+    "ProbeResult",
+    "Progress",
+    "Replay",
     "RoundEvent",
+    "RoundStep",
     "RunStats",
     "RuntimeFailure",
     "RuntimeOptions",
     "SamplingConfig",
+    "Stepper",
+    "ThermalReading",
+    "ThermalSampler",
+    "ThermalState",
     "TokenEvent",
     "TokenKind",
     "Verdict",
+    "VerifyBatch",
+    "batch_invariance",
+    "best_depth",
+    "catalog",
     "check",
+    "command_line",
+    "conditional_acceptance",
+    "describe_depth",
+    "event_from_json",
+    "expected_tokens",
+    "explain",
     "generate",
     "load_drafter",
+    "load_profile",
+    "load_prompts_file",
+    "load_replay",
+    "measured_acceptance",
+    "measured_plain_pass_s",
+    "measured_round_cost",
+    "mentioned_tokens",
+    "parse_depth",
+    "predict",
+    "profile_for_target_only",
+    "read_thermal",
+    "record_replay",
+    "run_command",
+    "runtime_version",
+    "saved_pair_profile",
+    "saved_target_profile",
     "set_verbose",
     "speculative_round",
+    "template_for",
+    "tokenize_prompt",
 ]
+
+
+def command_line():
+    """The `draftlight` argument parser with every sub-command (engine.cli, loaded on first use)."""
+    from engine.cli import build_parser
+
+    return build_parser()
+
+
+def run_command(args) -> int:
+    """Run one parsed sub-command; a failure is one sentence on standard error and exit status 2."""
+    from engine.cli import run
+
+    return run(args)

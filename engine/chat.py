@@ -10,12 +10,15 @@ import codecs
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from engine.errors import ChatTemplateError
+
+if TYPE_CHECKING:  # the model is only read here: chat stays below the runtime
+    from engine.runtime import Model
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -155,3 +158,20 @@ class StopMatcher:
             released.append(item)
         self._text = self._text[used:]
         return released
+
+
+def template_for(model: Model) -> ChatTemplate:
+    """The model's own chat template (ChatML if it has none), with its BOS/EOS strings."""
+    return ChatTemplate(
+        model.info.chat_template,
+        bos_token=model.display(model.bos) if model.bos >= 0 else "",
+        eos_token=model.display(model.eos) if model.eos >= 0 else "",
+    )
+
+
+def tokenize_prompt(model: Model, rendered: str) -> list[int]:
+    """Rendered chat text to tokens, special tokens parsed; BOS added where the model wants it."""
+    tokens = model.tokenize(rendered, add_special=False, parse_special=True)
+    if model.add_bos and (not tokens or tokens[0] != model.bos):
+        tokens.insert(0, model.bos)
+    return tokens

@@ -1,4 +1,8 @@
-"""`draftlight`: chat, check the machine, fetch models. The app is one subcommand away."""
+"""`draftlight`'s sub-commands: chat, models, doctor, tune, bench. No Qt here.
+
+`draftlight` with no sub-command opens the window: the console script is app.__main__,
+which hands every sub-command to `main` below.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 
-from engine import catalog
+from engine.depth import AUTO, MAX_DEPTH, describe_depth, parse_depth
 from engine.errors import DraftlightError
 from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind
+from engine.models import catalog
+from engine.progress import say_on_stderr, terminal_progress
 
 ANSI = {
     TokenKind.ACCEPTED: "\x1b[32m",  # green: the drafter was right
@@ -20,25 +25,6 @@ ANSI = {
     TokenKind.PLAIN: "",
 }
 RESET = "\x1b[0m"
-
-
-def terminal_progress(stream=sys.stderr) -> Callable[[int, int, str], None]:
-    """A one-line progress bar for model assembly, checks and downloads."""
-    state = {"label": None, "last": 0.0}
-
-    def report(done: int, total: int, label: str) -> None:
-        now = time.monotonic()
-        if label == state["label"] and done < total and now - state["last"] < 0.1:
-            return
-        state["label"], state["last"] = label, now
-        frac = done / total if total else 1.0
-        bar = "#" * int(frac * 30)
-        stream.write(f"\r{label}: [{bar:<30}] {frac:6.1%} {done / 1e6:,.0f}/{total / 1e6:,.0f} MB")
-        if done >= total:
-            stream.write("\n")
-        stream.flush()
-
-    return report
 
 
 def _runtime_options(args: argparse.Namespace):
@@ -58,16 +44,15 @@ def _add_runtime_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")
 
 
-def _depth(value: str) -> int | str:
-    if value == "auto":
-        return value
-    depth = int(value)
-    if not 0 <= depth <= 6:
-        raise argparse.ArgumentTypeError("depth must be 0-6 or auto")
-    return depth
+def _depth(value: str):
+    try:
+        return parse_depth(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    from engine.measure.auto import AutoDepth
     from engine.runtime import set_verbose
     from engine.sampling import SamplingConfig
     from engine.session import Engine
@@ -75,23 +60,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     set_verbose(args.verbose)
     progress = None if args.json else terminal_progress()
-    drafter = None if args.drafter == "none" else args.drafter
-    depth = args.depth
-    if drafter is None:
-        depth = 0
-    engine = Engine.load(args.target, drafter, _runtime_options(args), progress)
-    tuner = None
-    if depth == "auto":
-        from engine.tuner import MAX_AUTO_DEPTH, AutoDepth
-
-        tuner = AutoDepth.for_engine(engine, progress=lambda m: print(f"tune: {m}", file=sys.stderr))
-        if not args.json:
-            print(tuner.explain(), file=sys.stderr)
-        depth = MAX_AUTO_DEPTH
+    engine = Engine.load(args.target, args.drafter, _runtime_options(args), progress)
+    policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box
+    if isinstance(policy, AutoDepth) and not args.json:
+        print(policy.explain(), file=sys.stderr)
     session = engine.session(system=args.system, thinking=args.thinking == "on")
     config = GenerationConfig(
         max_tokens=args.max_tokens,
-        depth=depth,
+        depth=args.depth,
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed),
         p_min=args.p_min,
         stop=tuple(args.stop or ()),
@@ -99,7 +75,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     out = sys.stdout
     color = not args.json and out.isatty() and os.environ.get("NO_COLOR") is None
     stats = None
-    for event in session.send(args.prompt, config, tuner=tuner):
+    for event in session.send(args.prompt, config):
         if args.json:
             if isinstance(event, TokenEvent | RunStats) or (args.rounds and isinstance(event, RoundEvent)):
                 out.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
@@ -120,7 +96,7 @@ def summary(s: RunStats) -> str:
     per_pos = " ".join(f"{a:.0%}" for a in s.acceptance_per_position) or "-"
     return (
         f"[{s.generated_tokens} tokens, decode {s.decode_tps:.1f} tok/s, end-to-end {s.end_to_end_tps:.1f} tok/s, "
-        f"prefill {s.prefill_s * 1e3:.0f} ms for {s.prompt_tokens} tokens; depth {'auto' if s.depth < 0 else s.depth}, "
+        f"prefill {s.prefill_s * 1e3:.0f} ms for {s.prompt_tokens} tokens; depth {describe_depth(s.depth)}, "
         f"acceptance {s.acceptance:.0%} (per position {per_pos}), mean accepted length {s.mean_accepted_length:.2f}; "
         f"{s.finish_reason.value}]"
     )
@@ -145,10 +121,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from engine.chat import Message
-    from engine.probe import batch_invariance
+    from engine.chat import Message, template_for, tokenize_prompt
+    from engine.measure.probe import batch_invariance
     from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose, system_info
-    from engine.session import template_for, tokenize_prompt
 
     set_verbose(args.verbose)
     print(f"runtime: {runtime_version()}")
@@ -174,10 +149,43 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    from engine.measure.costmodel import best_depth, explain
+    from engine.measure.profile import load_profile, measure, save_profile
+    from engine.runtime import Model, RuntimeOptions
+
+    options = RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=not args.fast)
+    progress = terminal_progress()
+    target_path = catalog.resolve(catalog.DEFAULT_TARGET if args.target == "default" else args.target, progress)
+    drafter_path = catalog.resolve(catalog.DEFAULT_DRAFTER if args.drafter == "default" else args.drafter, progress)
+    existing = None if args.force else load_profile(target_path, drafter_path, options)
+    if existing is not None:
+        profile, note = (
+            existing,
+            f"(saved {time.strftime('%Y-%m-%d %H:%M', time.localtime(existing.measured_at))}; --force measures again)",
+        )
+    else:
+        t0 = time.perf_counter()
+        target, drafter = Model(target_path, options), Model(drafter_path, options)
+        profile = measure(target, drafter, options, progress=say_on_stderr("tune"))
+        save_profile(profile)
+        note = f"(measured in {time.perf_counter() - t0:.1f} s)"
+    print(
+        f"Box profile for {profile.target} + {profile.drafter}, {profile.mode} mode, {profile.threads} threads {note}"
+    )
+    print(f"machine: {profile.machine}")
+    print(profile.table())
+    depth, rates = best_depth(profile, profile.acceptance_prior)
+    print(
+        "predicted tokens/s by depth at the calibration acceptance: "
+        + "  ".join(f"d{k} {r:.1f}" for k, r in enumerate(rates))
+    )
+    print(explain(profile, depth, profile.acceptance_prior))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="draftlight", description="Speculative decoding you can watch.")
-    parser.add_argument("--self-test", action="store_true", help="open the app, run a fixed prompt, check the colours")
-    parser.add_argument("--screenshot", help="with --self-test: save a screenshot here")
     sub = parser.add_subparsers(dest="command")
 
     chat = sub.add_parser("chat", help="one message to the model, streamed with provenance")
@@ -185,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--system", help="system prompt")
     chat.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
     chat.add_argument("--drafter", default="default", help="default, none, ngram, a catalog name or a .gguf path")
-    chat.add_argument("--depth", type=_depth, default=2, help="drafted tokens per round, 0-6 or auto (default 2)")
+    chat.add_argument(
+        "--depth", type=_depth, default=2, help=f"drafted tokens per round, 0-{MAX_DEPTH} or {AUTO} (default 2)"
+    )
     chat.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
     chat.add_argument("--top-k", type=int, default=0)
     chat.add_argument("--top-p", type=float, default=1.0)
@@ -208,31 +218,29 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="this machine: runtime, and whether its kernels are batch-invariant")
     doctor.add_argument("--target", default="default")
     doctor.add_argument("--prompt", default="Write a bubble sort in C++.")
-    doctor.add_argument("--rows", type=int, default=7, help="largest verify batch to check (default 7: depth 6)")
+    doctor.add_argument(
+        "--rows", type=int, default=MAX_DEPTH + 1, help=f"largest verify batch to check (default {MAX_DEPTH + 1})"
+    )
     _add_runtime_args(doctor)
     doctor.set_defaults(func=cmd_doctor)
 
+    tune = sub.add_parser("tune", help="measure this box's cost of rows and draft steps for a model pair")
+    tune.add_argument("--target", default="default")
+    tune.add_argument("--drafter", default="default")
+    tune.add_argument("--ctx", type=int, default=4096)
+    tune.add_argument("--threads", type=int, default=0)
+    tune.add_argument("--fast", action="store_true", help="profile the fast (weight repacking) mode")
+    tune.add_argument("--force", action="store_true", help="measure again even if a profile is saved")
+    tune.set_defaults(func=cmd_tune)
+
     from engine.ruler.cli import add_cli as add_ruler
-    from engine.tuner import add_cli as add_tuner
 
     add_ruler(sub)
-    add_tuner(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.self_test or args.command is None:
-        try:
-            from app.main import main as app_main
-        except ImportError as exc:
-            print(
-                f"draftlight: the app needs the GUI extra ({exc.name} is missing): pip install 'draftlight[gui]'",
-                file=sys.stderr,
-            )
-            return 2
-        return app_main(self_test=args.self_test, screenshot=args.screenshot)
+def run(args: argparse.Namespace) -> int:
+    """One parsed sub-command; a failure is a sentence on standard error and exit status 2."""
     try:
         return args.func(args)
     except DraftlightError as exc:
@@ -244,6 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"draftlight: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The engine's command line on its own; `draftlight` with no sub-command (app.__main__) opens the window."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from engine.depth import AUTO, Depth
+
 
 class TokenKind(enum.Enum):
     """Where an emitted token came from."""
@@ -15,7 +17,7 @@ class TokenKind(enum.Enum):
     PLAIN = "plain"  # speculation off: one target pass, one token
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TokenEvent:
     """One emitted token."""
 
@@ -65,18 +67,18 @@ class TokenEvent:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RoundEvent:
     """One speculative round, emitted after its tokens."""
 
     round_index: int
     drafted: int
     accepted: int
-    draft_ms: float
-    verify_ms: float
-    commit_ms: float  # the accept walk and the rewind of both caches
-    rewind_ms: float  # the part of commit_ms spent rewinding
-    overhead_ms: float  # time outside llama.cpp calls: Python's share of the round
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    commit_ms: float = 0.0  # the accept walk and the rewind of both caches
+    rewind_ms: float = 0.0  # the part of commit_ms spent rewinding
+    overhead_ms: float = 0.0  # time outside llama.cpp calls: Python's share of the round
     draft_tokens: tuple[int, ...] = ()
     depth: int = 0  # the depth asked for (the tuner's choice under Auto); drafted may be fewer
     # Round 0 of a reply: its one token came from the prompt's own pass (the prefill), as in
@@ -128,7 +130,43 @@ class FinishReason(enum.Enum):
     CONTEXT_FULL = "context_full"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass
+class PositionTally:
+    """Drafted and accepted counts per draft position, over any set of rounds.
+
+    Position i was drafted by every round that drafted more than i tokens, and accepted by
+    every round that kept more than i. The one place these counts are made: a reply's
+    RunStats, the charts' message and session figures.
+    """
+
+    drafted: list[int] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+
+    def add(self, drafted: int, accepted: int) -> None:
+        while len(self.drafted) < drafted:
+            self.drafted.append(0)
+            self.accepted.append(0)
+        for i in range(drafted):
+            self.drafted[i] += 1
+        for i in range(accepted):
+            self.accepted[i] += 1
+
+    def extend(self, drafted: tuple[int, ...], accepted: tuple[int, ...]) -> None:
+        """Add counts already tallied (a finished reply's)."""
+        while len(self.drafted) < len(drafted):
+            self.drafted.append(0)
+            self.accepted.append(0)
+        for i, (d, a) in enumerate(zip(drafted, accepted)):
+            self.drafted[i] += d
+            self.accepted[i] += a
+
+    @property
+    def acceptance(self) -> tuple[float, ...]:
+        """Accepted at i over drafted at i."""
+        return tuple(a / d if d else 0.0 for a, d in zip(self.accepted, self.drafted))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunStats:
     """Totals for one reply; the last event of a stream."""
 
@@ -137,7 +175,7 @@ class RunStats:
     generated_tokens: int  # every token of the reply, the prefill's first one included
     decode_s: float
     rounds: int  # decode rounds: the prefill's token is not one
-    depth: int  # -1: Auto chose each round's depth (RoundEvent.depth says which)
+    depth: Depth  # what was asked for: a fixed depth, or AUTO (RoundEvent.depth says what Auto chose)
     drafted: int
     accepted: int
     acceptance_per_position: tuple[float, ...]  # accepted at i / rounds that drafted i
@@ -215,6 +253,8 @@ class RunStats:
         for k in ("acceptance_per_position", "drafted_per_position", "accepted_per_position", "token_ids"):
             kw[k] = tuple(kw.get(k, ()))
         kw["finish_reason"] = FinishReason(d["finish_reason"])
+        if kw.get("depth") == -1:  # Auto, as replies saved before it had a name were written
+            kw["depth"] = AUTO
         return cls(**kw)
 
 

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from engine import catalog
-from engine.chat import ChatTemplate, Message
-from engine.compat import Verdict, check
-from engine.drafters import Drafter, ModelDrafter, NgramDrafter
-from engine.errors import ContextFullError, IncompatibleDrafter
+from engine.chat import Message, template_for, tokenize_prompt
+from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth
+from engine.drafting import Drafter, ModelDrafter, NgramDrafter
+from engine.errors import ContextFullError, DraftlightError, IncompatibleDrafter
 from engine.events import Event, RunStats
+from engine.measure.auto import AutoDepth, auto_depth_for
+from engine.measure.costmodel import BoxProfile
+from engine.measure.probe import ProbeResult, batch_invariance
+from engine.measure.profile import saved_pair_profile, saved_target_profile
+from engine.models import catalog
+from engine.models.compat import Verdict, check
 from engine.runtime import Context, Model, RuntimeOptions
-from engine.speculative import GenerationConfig, generate
+from engine.speculative import GenerationConfig, Prefill, generate
 
-# Verify batches of up to 7 rows: the most this project measured batch-invariant on a CPU
-# (`draftlight doctor` checks a machine); deeper drafts rarely pay for a small drafter.
-MAX_DEPTH = 6
+ProfileProgress = Callable[[str], None]  # a sentence at a time while a box profile is measured
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Engine:
         self.verdict = verdict
         self.ctx = Context(target, options, max_rows=MAX_DEPTH + 1)
         self.template = template_for(target)
+        self._auto: AutoDepth | None = None  # built on the first Auto reply, kept for the pair
 
     @classmethod
     def load(
@@ -58,8 +62,58 @@ class Engine:
     def set_drafter(self, drafter: Drafter | None, verdict: Verdict | None = None) -> None:
         old = self.drafter
         self.drafter, self.verdict = drafter, verdict
+        self._auto = None
         if isinstance(old, ModelDrafter) and old is not drafter:
             old.close()
+
+    def swap_drafter(self, drafter: Drafter | None) -> None:
+        """Use another drafter the caller keeps (and closes): the ruler's arms share one engine."""
+        self.drafter, self._auto = drafter, None
+
+    @property
+    def auto(self) -> AutoDepth | None:
+        """The pair's Auto policy once an Auto reply (or `auto_depth`) has built it."""
+        return self._auto
+
+    def auto_depth(self, progress: ProfileProgress | None = None) -> AutoDepth:
+        """Auto for this pair; the first time, measuring the box if no profile is saved."""
+        if self.drafter is None:
+            raise DraftlightError("Auto depth needs a drafter; with none, every round is plain.")
+        if self._auto is None:
+            self._auto = auto_depth_for(self.target, self.drafter, self.options, progress)
+        return self._auto
+
+    def depth_policy(self, depth: Depth, progress: ProfileProgress | None = None) -> DepthPolicy:
+        """What a reply asked for, as a policy: the one place "no drafter means depth 0" is decided."""
+        if self.drafter is None:
+            return FixedDepth(0)
+        if depth == AUTO:
+            return self.auto_depth(progress)
+        return FixedDepth(min(depth, MAX_DEPTH))
+
+    def saved_profile(self) -> BoxProfile | None:
+        """This pair's box profile if one is saved (`draftlight tune`, or a first Auto reply)."""
+        return saved_pair_profile(self.target, self.drafter, self.options)
+
+    def plain_pass_s(self) -> float | None:
+        """One plain round of this target on this box, from a saved profile; None where none is saved."""
+        profile = self.saved_profile() or saved_target_profile(self.target, self.options)
+        return profile.plain_pass_s if profile else None
+
+    @property
+    def cached_tokens(self) -> tuple[int, ...]:
+        """The tokens the target's cache holds now: what the next prompt can reuse."""
+        return tuple(self.ctx.tokens)
+
+    def forget(self) -> None:
+        """Empty both caches, so the next reply prefills its whole prompt (like-with-like runs)."""
+        self.ctx.clear()
+        if self.drafter is not None:
+            self.drafter.reset()
+
+    def probe_batch_invariance(self, prompt: list[int]) -> ProbeResult:
+        """Whether a verify batch computes each row as a single-row pass does, on this prompt."""
+        return batch_invariance(self.ctx, prompt)
 
     def session(self, system: str | None = None, thinking: bool = False) -> ChatSession:
         return ChatSession(self, system, thinking)
@@ -68,6 +122,7 @@ class Engine:
         return self.template.render(messages, thinking=thinking)
 
     def tokenize_prompt(self, rendered: str) -> list[int]:
+        """The rendered conversation as the target's token ids."""
         return tokenize_prompt(self.target, rendered)
 
     def stream(
@@ -75,64 +130,30 @@ class Engine:
         prompt: list[int],
         config: GenerationConfig,
         cancelled: Callable[[], bool] = lambda: False,
-        tuner=None,
+        progress: ProfileProgress | None = None,
     ) -> Iterator[Event]:
-        """Generate after `prompt` (token ids), reusing whatever prefix the caches hold.
-
-        With a tuner (engine.tuner.AutoDepth) the depth is chosen round by round.
-        """
+        """Generate after `prompt` (token ids), reusing whatever prefix the caches hold."""
         if len(prompt) >= self.ctx.n_ctx:
             raise ContextFullError(
                 f"The conversation is {len(prompt):,} tokens and the context holds {self.ctx.n_ctx:,}: "
                 "start a new conversation, shorten the message, or raise the context size."
             )
-        drafter = self.drafter if config.depth > 0 or tuner is not None else None
-        if config.depth > MAX_DEPTH:
-            config = replace(config, depth=MAX_DEPTH)
+        policy = self.depth_policy(config.depth, progress)
+        drafter = self.drafter if policy.setting != 0 else None
         t0 = time.perf_counter()
         first_row, prefilled = self.ctx.prefill(prompt)
         if drafter is not None:
-            if config.depth > 0 if tuner is None else tuner.choose() > 0:
+            if policy.choose() > 0:
                 drafter.prefill(prompt)
             else:  # Auto starts with speculation off: an empty drafter cache catches up if drafts start
                 drafter.reset()
-        prefill_s = time.perf_counter() - t0
-        history = list(prompt)
-        yield from generate(
-            self.ctx,
-            drafter,
-            history,
-            config,
-            self.target.piece,
-            self.target.is_eog,
-            cancelled,
-            prompt_tokens=prefilled,
-            prefill_s=prefill_s,
-            tuner=tuner,
-            first_row=first_row,
-        )
+        prefill = Prefill(prefilled, time.perf_counter() - t0, first_row)
+        yield from generate(self.ctx, drafter, policy, list(prompt), config, cancelled, prefill)
 
     def close(self) -> None:
         self.set_drafter(None)
         self.ctx.close()
         self.target.close()
-
-
-def template_for(model: Model) -> ChatTemplate:
-    """The model's own chat template (ChatML if it has none), with its BOS/EOS strings."""
-    return ChatTemplate(
-        model.info.chat_template,
-        bos_token=model.display(model.bos) if model.bos >= 0 else "",
-        eos_token=model.display(model.eos) if model.eos >= 0 else "",
-    )
-
-
-def tokenize_prompt(model: Model, rendered: str) -> list[int]:
-    """Rendered chat text to tokens, special tokens parsed; BOS added where the model wants it."""
-    tokens = model.tokenize(rendered, add_special=False, parse_special=True)
-    if model.add_bos and (not tokens or tokens[0] != model.bos):
-        tokens.insert(0, model.bos)
-    return tokens
 
 
 def load_drafter(
@@ -170,7 +191,7 @@ class ChatSession:
         text: str,
         config: GenerationConfig,
         cancelled: Callable[[], bool] = lambda: False,
-        tuner=None,
+        progress: ProfileProgress | None = None,
     ) -> Iterator[Event]:
         """Add a user message and stream the reply; the reply joins the conversation at the end.
 
@@ -179,7 +200,7 @@ class ChatSession:
         """
         messages = [*self.messages, Message("user", text)]
         prompt = self.engine.tokenize_prompt(self.engine.render(messages, self.thinking))
-        stream = self.engine.stream(prompt, config, cancelled, tuner)
+        stream = self.engine.stream(prompt, config, cancelled, progress)
         self.messages = messages
         reply: RunStats | None = None
         try:

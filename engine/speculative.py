@@ -1,9 +1,10 @@
 """The speculative round and the generation loop built on it.
 
-One round: the drafter proposes up to `depth` tokens; the target verifies
-[last, d1 .. dk] in one batch; the walk keeps drafts while the target agrees and ends
-with the target's own token; both caches rewind to what was kept. Depth 0 is the same
-round with nothing drafted: one target pass, one plain token.
+One round: the drafter proposes up to `depth` tokens; the target verifies [last, d1 .. dk]
+in one batch; the walk keeps drafts while the target agrees and ends with the target's own
+token; the round names each emitted token's provenance; both caches rewind to what was
+kept. Depth 0 is the same round with nothing drafted: one target pass, one plain token.
+The reply's first token is round 0: the same walk over the prompt's own last row.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.chat import StopMatcher, TextStream
-from engine.drafters import Draft, Drafter
-from engine.events import Event, FinishReason, RoundEvent, RunStats, TokenEvent, TokenKind
+from engine.depth import Depth, DepthPolicy
+from engine.drafting import Draft, Drafter, VerifyBatch
+from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.runtime import Context
 from engine.sampling import Sampler, SamplingConfig, residual, top_candidates
 
 NO_DRAFT = Draft()
+Candidates = tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class GenerationConfig:
     """What to generate and how."""
 
     max_tokens: int = 512
-    depth: int = 2  # drafted tokens per round; 0 turns speculation off
+    depth: Depth = 2  # drafted tokens per round (0 turns speculation off), or AUTO
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     p_min: float = 0.0  # stop drafting when the drafter's top probability falls below this
     stop: tuple[str, ...] = ()
@@ -42,6 +45,19 @@ class GenerationConfig:
     probabilities: bool = True
 
 
+@dataclass(frozen=True)
+class Prefill:
+    """The prompt's own pass: tokens it took in, its time, and its last row of logits.
+
+    With `first_row` the target's cache holds the whole prompt and the first token comes
+    from that row, as in llama.cpp: round 0, no draft, no decode time.
+    """
+
+    tokens: int = 0
+    seconds: float = 0.0
+    first_row: np.ndarray | None = None
+
+
 @dataclass
 class Verdict:
     """What the target made of one draft."""
@@ -52,10 +68,24 @@ class Verdict:
     target_dists: list[np.ndarray | None]  # kept only when someone asked for candidates
 
 
+@dataclass(frozen=True)
+class Emitted:
+    """One token a round emitted, with its provenance: the round decides it."""
+
+    token: int
+    kind: TokenKind
+    target_prob: float
+    draft_prob: float | None = None
+    rejected: int | None = None  # for REPLACED: the draft the target refused
+    target_top: Candidates = ()
+    draft_top: Candidates = ()
+
+
 @dataclass
 class Round:
     draft: Draft
     verdict: Verdict
+    emitted: list[Emitted]
     draft_s: float
     verify_s: float
     commit_s: float
@@ -69,40 +99,72 @@ def speculative_round(
     history: list[int],
     depth: int,
     sampler: Sampler,
-    p_min: float = 0.0,
-    keep_dists: bool = False,
-    probabilities: bool = True,
+    config: GenerationConfig,
     banned: tuple[int, ...] = (),
+    prefill_row: np.ndarray | None = None,
 ) -> Round:
     """One round. `history` is every committed token; the target's cache holds all but the last.
 
-    `banned` tokens get no probability from either model (ignore_eog's end-of-generation ids).
+    With `prefill_row` (round 0) the cache already holds all of history and that row is
+    the target's verdict: nothing is drafted or decoded. `banned` tokens get no probability
+    from either model (ignore_eog's end-of-generation ids).
     """
     n = len(history)
     drafter_ctx = getattr(drafter, "ctx", None)
     llama_before = target.decode_s + (drafter_ctx.decode_s if drafter_ctx else 0.0)
     t0 = time.perf_counter()
-
-    draft = drafter.draft(history, depth, sampler, p_min, banned) if drafter is not None and depth > 0 else NO_DRAFT
+    drafting = drafter is not None and depth > 0 and prefill_row is None
+    draft = drafter.draft(history, depth, sampler, config.p_min, banned) if drafting else NO_DRAFT
     t1 = time.perf_counter()
 
-    rows = target.decode([history[-1], *draft.tokens], all_logits=True)
+    rows = target.decode([history[-1], *draft.tokens], all_logits=True) if prefill_row is None else prefill_row[None, :]
     if banned:
         rows[:, banned] = -np.inf
     t2 = time.perf_counter()
 
-    verdict = walk(draft, rows, sampler, keep_dists, probabilities)
+    verdict = walk(draft, rows, sampler, bool(config.top_candidates), config.probabilities)
     t3 = time.perf_counter()
-    # The caches keep history and the accepted drafts; the target's own token is the new
-    # "last" and is decoded at the start of the next round.
+    # Both caches keep history and the accepted drafts; the target's own token is the new
+    # "last", decoded at the start of the next round.
     keep = n + verdict.accepted
-    target.rewind(keep)
-    if drafter is not None:
-        drafter.rewind(keep)
+    if prefill_row is None:
+        target.rewind(keep)
+        if drafter is not None:
+            drafter.verified(VerifyBatch(tuple(history[-1:] + draft.tokens), n - 1, verdict.accepted))
+            drafter.rewind(keep)
     t4 = time.perf_counter()
 
+    emitted = provenance(draft, verdict, config.top_candidates, config.probabilities or not sampler.greedy)
     llama_after = target.decode_s + (drafter_ctx.decode_s if drafter_ctx else 0.0)
-    return Round(draft, verdict, t1 - t0, t2 - t1, t4 - t2, t4 - t3, llama_after - llama_before)
+    return Round(draft, verdict, emitted, t1 - t0, t2 - t1, t4 - t2, t4 - t3, llama_after - llama_before)
+
+
+def provenance(draft: Draft, verdict: Verdict, top: int, want_probs: bool) -> list[Emitted]:
+    """The round's tokens: accepted drafts, then the target's own, named by where they came from."""
+    tokens = [*draft.tokens[: verdict.accepted], verdict.token]
+    out = []
+    for pos, token in enumerate(tokens):
+        if not draft.tokens:
+            kind = TokenKind.PLAIN
+        elif pos < verdict.accepted:
+            kind = TokenKind.ACCEPTED
+        elif verdict.accepted < len(draft.tokens):
+            kind = TokenKind.REPLACED
+        else:
+            kind = TokenKind.BONUS
+        drafted = pos < len(draft.tokens)
+        out.append(
+            Emitted(
+                token=token,
+                kind=kind,
+                target_prob=verdict.target_probs[pos],
+                draft_prob=draft.prob(pos, token) if want_probs and drafted else None,
+                rejected=draft.tokens[pos] if kind is TokenKind.REPLACED else None,
+                target_top=_top(verdict.target_dists, pos, top),
+                draft_top=_top_draft(draft, pos, top) if drafted else (),
+            )
+        )
+    return out
 
 
 def walk(
@@ -152,6 +214,150 @@ def walk(
     return Verdict(k, token, probs, dists)
 
 
+def generate(
+    target: Context,
+    drafter: Drafter | None,
+    policy: DepthPolicy,
+    history: list[int],
+    config: GenerationConfig,
+    cancelled: Callable[[], bool] = lambda: False,
+    prefill: Prefill = Prefill(),
+) -> Iterator[Event]:
+    """Run rounds until a stop; yield every token, every round, then the run's totals.
+
+    The caches must already hold history[:-1], or all of it with `prefill.first_row`.
+    `history` grows in place. Timing counts only the engine's own work, not the time the
+    consumer holds an event. The policy chooses each round's depth and is told how it went.
+    """
+    model = target.model
+    sampler = Sampler(config.sampling, model.n_vocab)
+    text, stops = TextStream(), StopMatcher(config.stop)
+    banned = model.eog_tokens() if config.ignore_eog else ()
+    rounds: list[tuple[RoundEvent, float]] = []
+    first_row, generated, pieces = prefill.first_row, 0, []
+    finish = FinishReason.MAX_TOKENS
+    while generated < config.max_tokens and finish is FinishReason.MAX_TOKENS:
+        if cancelled():
+            finish = FinishReason.CANCELLED
+            break
+        start = time.perf_counter()
+        room = target.n_ctx - target.n_past  # rows the target cache can still take
+        if room < 1 and first_row is None:
+            finish = FinishReason.CONTEXT_FULL
+            break
+        wanted = policy.choose()
+        depth = max(0, min(wanted, config.max_tokens - generated - 1, room - 1, target.max_rows - 1))
+        r = speculative_round(target, drafter, history, depth, sampler, config, banned, first_row)
+        events = []
+        for pos, e in enumerate(r.emitted):
+            history.append(e.token)
+            generated += 1
+            eog = model.is_eog(e.token)
+            events.append(_token_event(e, "" if eog else text.push(model.piece(e.token)), len(rounds), pos, model))
+            if eog:
+                finish = FinishReason.EOG
+                break
+        round_s = time.perf_counter() - start
+        if first_row is None:
+            policy.observe(len(r.draft.tokens), r.verdict.accepted)
+        for event in events:
+            released, stopped = stops.push(event)
+            pieces.extend(e.text for e in released)
+            yield from released
+            if stopped:
+                finish = FinishReason.STOP_STRING
+                break
+        event = _round_event(r, len(rounds), wanted, round_s, from_prefill=first_row is not None)
+        rounds.append((event, round_s))
+        yield event
+        first_row = None
+    if finish is not FinishReason.STOP_STRING:
+        released = stops.flush()  # no stop string completed: the held text is the model's
+        pieces.extend(e.text for e in released)
+        yield from released
+        pieces.append(text.flush())
+    yield _run_stats(
+        rounds, finish, policy.setting, history[len(history) - generated :], "".join(pieces), prefill, target
+    )
+
+
+def _token_event(e: Emitted, text: str, round_index: int, position: int, model) -> TokenEvent:
+    return TokenEvent(
+        token_id=e.token,
+        text=text,
+        kind=e.kind,
+        round_index=round_index,
+        position=position,
+        target_prob=e.target_prob,
+        draft_prob=e.draft_prob,
+        rejected_id=e.rejected,
+        rejected_text=model.piece(e.rejected).decode("utf-8", errors="replace") if e.rejected is not None else None,
+        target_top=e.target_top,
+        draft_top=e.draft_top,
+    )
+
+
+def _round_event(r: Round, index: int, depth: int, round_s: float, from_prefill: bool) -> RoundEvent:
+    if from_prefill:  # the prompt's pass did the work: the round is the engine's own overhead
+        return RoundEvent(round_index=index, drafted=0, accepted=0, overhead_ms=round_s * 1e3, from_prefill=True)
+    return RoundEvent(
+        round_index=index,
+        drafted=len(r.draft.tokens),
+        accepted=r.verdict.accepted,
+        draft_ms=r.draft_s * 1e3,
+        verify_ms=r.verify_s * 1e3,
+        commit_ms=r.commit_s * 1e3,
+        rewind_ms=r.rewind_s * 1e3,
+        overhead_ms=(round_s - r.llama_s) * 1e3,
+        draft_tokens=tuple(r.draft.tokens),
+        depth=depth,
+    )
+
+
+def _run_stats(
+    rounds: list[tuple[RoundEvent, float]],
+    finish: FinishReason,
+    depth: Depth,
+    token_ids: list[int],
+    text: str,
+    prefill: Prefill,
+    target: Context,
+) -> RunStats:
+    """The reply's totals, from its rounds; the prefill's round counts no decode time."""
+    decode = [(r, s) for r, s in rounds if not r.from_prefill]
+    tally = PositionTally()
+    for r, _ in decode:
+        tally.add(r.drafted, r.accepted)
+    messages = {
+        FinishReason.CONTEXT_FULL: f"The reply filled the context window ({target.n_ctx:,} tokens); "
+        "start a new conversation.",
+        FinishReason.CANCELLED: "Stopped.",
+    }
+    return RunStats(
+        prompt_tokens=prefill.tokens,
+        prefill_s=prefill.seconds,
+        generated_tokens=len(token_ids),
+        decode_s=sum(s for _, s in decode),
+        rounds=len(decode),
+        depth=depth,
+        drafted=sum(tally.drafted),
+        accepted=sum(tally.accepted),
+        acceptance_per_position=tally.acceptance,
+        drafted_per_position=tuple(tally.drafted),
+        accepted_per_position=tuple(tally.accepted),
+        draft_s=sum(r.draft_ms for r, _ in decode) / 1e3,
+        verify_s=sum(r.verify_ms for r, _ in decode) / 1e3,
+        commit_s=sum(r.commit_ms for r, _ in decode) / 1e3,
+        rewind_s=sum(r.rewind_ms for r, _ in decode) / 1e3,
+        overhead_s=sum(r.overhead_ms for r, _ in decode) / 1e3,
+        finish_reason=finish,
+        message=messages.get(finish, ""),
+        text=text,
+        token_ids=tuple(token_ids),
+        from_prefill=len(rounds) - len(decode),
+    )
+
+
 def _no_prob(row: np.ndarray, token: int) -> float:
     return math.nan
 
@@ -161,219 +367,13 @@ def _softmax_at(row: np.ndarray, token: int) -> float:
     return math.exp(float(row[token] - top)) / float(np.exp(row - top).sum())
 
 
-@dataclass
-class _Tally:
-    """Running totals for RunStats."""
-
-    depth: int
-    drafted_at: list[int] = field(default_factory=list)
-    accepted_at: list[int] = field(default_factory=list)
-    rounds: int = 0
-    draft_s: float = 0.0
-    verify_s: float = 0.0
-    commit_s: float = 0.0
-    rewind_s: float = 0.0
-    overhead_s: float = 0.0
-    decode_s: float = 0.0
-
-    def add(self, r: Round, round_s: float) -> None:
-        self.rounds += 1
-        drafted, accepted = len(r.draft.tokens), r.verdict.accepted
-        while len(self.drafted_at) < drafted:
-            self.drafted_at.append(0)
-            self.accepted_at.append(0)
-        for i in range(drafted):
-            self.drafted_at[i] += 1
-        for i in range(accepted):
-            self.accepted_at[i] += 1
-        self.draft_s += r.draft_s
-        self.verify_s += r.verify_s
-        self.commit_s += r.commit_s
-        self.rewind_s += r.rewind_s
-        self.overhead_s += round_s - r.llama_s
-        self.decode_s += round_s
-
-
-def generate(
-    target: Context,
-    drafter: Drafter | None,
-    history: list[int],
-    config: GenerationConfig,
-    piece: Callable[[int], bytes],
-    is_eog: Callable[[int], bool],
-    cancelled: Callable[[], bool] = lambda: False,
-    prompt_tokens: int = 0,
-    prefill_s: float = 0.0,
-    tuner=None,
-    first_row: np.ndarray | None = None,
-) -> Iterator[Event]:
-    """Run rounds until a stop; yield every token, every round, then the run's totals.
-
-    The caches must already hold history[:-1] (the prefill). `history` grows in place.
-    With `first_row`, the logits of the prompt's last token from a prefill that took it in
-    (the target's cache holds all of history), the first token comes from that row, as in
-    llama.cpp: round 0, no draft, no decode time. Timing counts only the engine's own
-    work, not the time the consumer holds an event. A tuner (engine.tuner.AutoDepth)
-    chooses each round's depth and is told how it went.
-    """
-    sampler = Sampler(config.sampling, target.model.n_vocab)
-    text = TextStream()
-    stops = StopMatcher(config.stop)
-    tally = _Tally(config.depth)
-    generated: list[int] = []
-    pieces: list[str] = []
-    finish, message = FinishReason.MAX_TOKENS, ""
-    want_top = config.top_candidates
-    banned = target.model.eog_tokens() if config.ignore_eog else ()
-    want_probs = config.probabilities or not sampler.greedy
-    from_prefill = 0
-
-    def token_event(token: int, kind: TokenKind, round_index: int, pos: int, **fields) -> tuple[TokenEvent, bool]:
-        """The event for one emitted token (history grows); and whether it ends the turn."""
-        history.append(token)
-        generated.append(token)
-        eog = is_eog(token)
-        chunk = "" if eog else text.push(piece(token))
-        return TokenEvent(token_id=token, text=chunk, kind=kind, round_index=round_index, position=pos, **fields), eog
-
-    if first_row is not None and config.max_tokens > 0 and not cancelled():
-        start = time.perf_counter()
-        if banned:
-            first_row[list(banned)] = -np.inf
-        probs = sampler.distribution(first_row) if not sampler.greedy or want_top else None
-        token = sampler.choose(first_row, probs)
-        p = float(probs[token]) if probs is not None else _softmax_at(first_row, token) if want_probs else math.nan
-        event, eog = token_event(token, TokenKind.PLAIN, 0, 0, target_prob=p, target_top=_top([probs], 0, want_top))
-        from_prefill = 1
-        released, stopped = stops.push(event)
-        for e in released:
-            pieces.append(e.text)
-            yield e
-        overhead_ms = (time.perf_counter() - start) * 1e3
-        yield RoundEvent(0, 0, 0, 0.0, 0.0, 0.0, 0.0, overhead_ms, (), 0, from_prefill=True)
-        if eog:
-            finish = FinishReason.EOG
-        elif stopped:
-            finish = FinishReason.STOP_STRING
-    stopped_early = finish is not FinishReason.MAX_TOKENS
-
-    while len(generated) < config.max_tokens and not stopped_early:
-        if cancelled():
-            finish = FinishReason.CANCELLED
-            break
-        start = time.perf_counter()
-        room = target.n_ctx - target.n_past  # rows the target cache can still take
-        if room < 1:
-            finish = FinishReason.CONTEXT_FULL
-            message = f"The reply filled the context window ({target.n_ctx:,} tokens); start a new conversation."
-            break
-        wanted = tuner.choose() if tuner is not None else config.depth
-        depth = max(0, min(wanted, config.max_tokens - len(generated) - 1, room - 1, target.max_rows - 1))
-        r = speculative_round(
-            target, drafter, history, depth, sampler, config.p_min, bool(want_top), config.probabilities, banned
-        )
-        draft, verdict = r.draft, r.verdict
-        round_index = tally.rounds + from_prefill
-        emitted = [*draft.tokens[: verdict.accepted], verdict.token]
-        events: list[TokenEvent] = []
-        stop_here = False
-        for pos, token in enumerate(emitted):
-            if not draft.tokens:
-                kind = TokenKind.PLAIN
-            elif pos < verdict.accepted:
-                kind = TokenKind.ACCEPTED
-            elif verdict.accepted < len(draft.tokens):
-                kind = TokenKind.REPLACED
-            else:
-                kind = TokenKind.BONUS
-            rejected = draft.tokens[pos] if kind is TokenKind.REPLACED else None
-            event, eog = token_event(
-                token,
-                kind,
-                round_index,
-                pos,
-                target_prob=verdict.target_probs[pos],
-                draft_prob=draft.prob(pos, token) if want_probs and pos < len(draft.tokens) else None,
-                rejected_id=rejected,
-                rejected_text=piece(rejected).decode("utf-8", errors="replace") if rejected is not None else None,
-                target_top=_top(verdict.target_dists, pos, want_top),
-                draft_top=_top_draft(draft, pos, want_top),
-            )
-            events.append(event)
-            if eog:
-                finish, stop_here = FinishReason.EOG, True
-                break
-        round_s = time.perf_counter() - start
-        tally.add(r, round_s)
-        if tuner is not None:
-            tuner.observe(len(draft.tokens), verdict.accepted)
-
-        for event in events:
-            released, stopped = stops.push(event)
-            for e in released:
-                pieces.append(e.text)
-                yield e
-            if stopped:
-                finish, stop_here = FinishReason.STOP_STRING, True
-                break
-        yield RoundEvent(
-            round_index=round_index,
-            drafted=len(draft.tokens),
-            accepted=verdict.accepted,
-            draft_ms=r.draft_s * 1e3,
-            verify_ms=r.verify_s * 1e3,
-            commit_ms=r.commit_s * 1e3,
-            rewind_ms=r.rewind_s * 1e3,
-            overhead_ms=(round_s - r.llama_s) * 1e3,
-            draft_tokens=tuple(draft.tokens),
-            depth=wanted,
-        )
-        if stop_here:
-            break
-
-    if finish is not FinishReason.STOP_STRING:
-        for e in stops.flush():  # no stop string completed: the held text is the model's
-            pieces.append(e.text)
-            yield e
-        tail = text.flush()
-        if tail:
-            pieces.append(tail)
-    if finish is FinishReason.CANCELLED:
-        message = "Stopped."
-
-    per_pos = tuple(a / d if d else 0.0 for a, d in zip(tally.accepted_at, tally.drafted_at))
-    yield RunStats(
-        prompt_tokens=prompt_tokens,
-        prefill_s=prefill_s,
-        generated_tokens=len(generated),
-        decode_s=tally.decode_s,
-        rounds=tally.rounds,
-        depth=-1 if tuner is not None else config.depth,
-        drafted=sum(tally.drafted_at),
-        accepted=sum(tally.accepted_at),
-        acceptance_per_position=per_pos,
-        drafted_per_position=tuple(tally.drafted_at),
-        accepted_per_position=tuple(tally.accepted_at),
-        draft_s=tally.draft_s,
-        verify_s=tally.verify_s,
-        commit_s=tally.commit_s,
-        rewind_s=tally.rewind_s,
-        overhead_s=tally.overhead_s,
-        finish_reason=finish,
-        message=message,
-        text="".join(pieces),
-        token_ids=tuple(generated),
-        from_prefill=from_prefill,
-    )
-
-
-def _top(dists: list[np.ndarray | None], pos: int, n: int) -> tuple[tuple[int, float], ...]:
+def _top(dists: list[np.ndarray | None], pos: int, n: int) -> Candidates:
     if not n or pos >= len(dists) or dists[pos] is None:
         return ()
     return tuple(top_candidates(dists[pos], n))
 
 
-def _top_draft(draft: Draft, pos: int, n: int) -> tuple[tuple[int, float], ...]:
+def _top_draft(draft: Draft, pos: int, n: int) -> Candidates:
     if not n or pos >= len(draft.tokens):
         return ()
     dist = draft.distribution(pos)

@@ -1,4 +1,9 @@
-"""Shared fixtures: the real models, found in the user cache (`make test` puts them there)."""
+"""Shared fixtures: the real models, found in the user cache (`make test` puts them there).
+
+Every test that asks for a real model (or a window, which loads one) is marked `slow`:
+`make test-fast` (`pytest -m "not slow"`) runs the rest. A model that is missing skips
+the tests that need it, with one line saying how to fetch it.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import catalog
 from engine.errors import ModelNotAvailable
+from engine.models import catalog
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -28,11 +33,23 @@ LONG_PROMPT = "Summarize this article in five sentences.\n\n" + "\n".join(
 )
 
 
+# Fixtures that load a real model, directly or through another fixture: a test using any is slow.
+MODEL_FIXTURES = frozenset(
+    {"target_path", "drafter_path", "smollm_path", "gemma_path", "engine", "prompts", "make_window", "window"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def _model_path(model: catalog.CatalogModel) -> Path:
     try:
         return catalog.resolve(model, download=False)
-    except ModelNotAvailable as exc:  # pragma: no cover - a set-up problem, said plainly
-        pytest.exit(f"{exc} (`make test` fetches the models first)", returncode=3)
+    except ModelNotAvailable as exc:
+        pytest.skip(f"{model.key} is not on this machine ({exc}); `make models test-models` fetches it")
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine import catalog
+from engine.depth import AUTO, MAX_DEPTH
 from engine.errors import DraftlightError
+from engine.models import catalog
+from engine.progress import terminal_progress
 from engine.ruler.prompts import built_in, load_file
 from engine.ruler.runner import Arm, BenchConfig, run_bench
 
@@ -17,8 +19,8 @@ def _depths(text: str) -> list[int]:
         depths = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
         raise argparse.ArgumentTypeError("depths are whole numbers, e.g. 0,1,2,3") from None
-    if not depths or depths[0] < 0 or depths[-1] > 6:
-        raise argparse.ArgumentTypeError("depths must be between 0 and 6")
+    if not depths or depths[0] < 0 or depths[-1] > MAX_DEPTH:
+        raise argparse.ArgumentTypeError(f"depths must be between 0 and {MAX_DEPTH}")
     return depths
 
 
@@ -28,7 +30,7 @@ def arms_for(args: argparse.Namespace) -> list[Arm]:
     if args.ngram_depth:
         arms.append(Arm("ours", "ngram", args.ngram_depth))
     if args.auto:
-        arms.append(Arm("ours", "model", None))
+        arms.append(Arm("ours", "model", AUTO))
     if not args.no_oracle:
         arms += [Arm("llama.cpp", "model" if d else "none", d) for d in depths]
     if args.repack:
@@ -39,7 +41,6 @@ def arms_for(args: argparse.Namespace) -> list[Arm]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from engine.cli import terminal_progress
     from engine.ruler import report
 
     progress = terminal_progress()

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.catalog import cache_dir
 from engine.errors import DraftlightError
+from engine.models.catalog import cache_dir
 
 PACKAGE = "llama-cpp-python"
 SOURCE_ENV = "DRAFTLIGHT_LLAMA_SRC"

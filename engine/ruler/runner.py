@@ -10,11 +10,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from engine.chat import Message
+from engine.depth import AUTO, Depth
+from engine.events import RoundEvent
+from engine.measure.thermal import read_thermal, wait_until_cool
 from engine.ruler.prompts import BenchPrompt
 from engine.runtime import RuntimeOptions, runtime_version, system_info
 from engine.session import Engine
 from engine.speculative import GenerationConfig
-from engine.thermal import read_thermal, wait_until_cool
 
 Progress = Callable[[str], None]
 WARMUP_TOKENS = 8
@@ -22,16 +24,16 @@ WARMUP_TOKENS = 8
 
 @dataclass(frozen=True)
 class Arm:
-    """One way of generating: an engine, a drafter, a depth (None: the tuner decides)."""
+    """One way of generating: an engine, a drafter, a depth (AUTO: the tuner decides)."""
 
     engine: str  # "ours" or "llama.cpp"
     drafter: str  # "model", "ngram" or "none"
-    depth: int | None
+    depth: Depth
     fast: bool = False  # ours: weight repacking allowed; llama.cpp: --repack
 
     @property
     def name(self) -> str:
-        what = "auto" if self.depth is None else f"d{self.depth}"
+        what = AUTO if self.depth == AUTO else f"d{self.depth}"
         if self.drafter == "ngram":
             what = f"ngram {what}"
         return f"{self.engine} {what}{' repack' if self.fast else ''}"
@@ -138,7 +140,7 @@ class OursRunner:
     """Our engine's arms: one Engine per weight layout, drafters swapped per arm."""
 
     def __init__(self, config: BenchConfig) -> None:
-        from engine.drafters import ModelDrafter, NgramDrafter
+        from engine.drafting import ModelDrafter, NgramDrafter
         from engine.runtime import Model
 
         self.config = config
@@ -160,25 +162,16 @@ class OursRunner:
 
     def run(self, arm: Arm, prompt: BenchPrompt, rendered: str, n_tokens: int) -> RunRecord:
         engine = self.engines[arm.fast]
-        engine.drafter = self.drafters.get((arm.fast, arm.drafter))
+        engine.swap_drafter(self.drafters.get((arm.fast, arm.drafter)))  # a fresh Auto for every run
         ids = engine.tokenize_prompt(rendered)
-        engine.ctx.clear()  # every run prefills the whole prompt, as llama.cpp's does
-        if engine.drafter is not None:
-            engine.drafter.reset()
-            if hasattr(engine.drafter, "ctx"):
-                engine.drafter.ctx.clear()
-        tuner = None
-        if arm.depth is None:
-            from engine.tuner import AutoDepth
-
-            tuner = AutoDepth.for_engine(engine)
-        config = GenerationConfig(max_tokens=n_tokens, depth=arm.depth or 0, ignore_eog=True)
+        engine.forget()  # every run prefills the whole prompt, as llama.cpp's does
+        config = GenerationConfig(max_tokens=n_tokens, depth=arm.depth, ignore_eog=True)
         stats, depths = None, []
-        events = engine.stream(ids, config, tuner=tuner) if tuner else engine.stream(ids, config)
-        for event in events:
-            if type(event).__name__ == "RoundEvent" and not event.from_prefill:
+        for event in engine.stream(ids, config):
+            if isinstance(event, RoundEvent) and not event.from_prefill:
                 depths.append(event.drafted)
             stats = event
+        tuner = engine.auto if arm.depth == AUTO else None
         assert stats is not None
         return RunRecord(
             arm=arm.name,

@@ -11,8 +11,8 @@ from PySide6.QtCore import Qt
 
 from app.firstrun import PAIR, FirstRunDialog, is_missing_model
 from app.worker import LoadRequest
-from engine import catalog
 from engine.errors import ModelFileError, ModelNotAvailable
+from engine.models import catalog
 
 MISSING = f"{catalog.DEFAULT_TARGET.title} is not available. Tried: the cache folder /nowhere (not there)."
 

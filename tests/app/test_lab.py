@@ -17,7 +17,6 @@ from app.lab import (
     SORT_ROLE,
     LabResults,
     LabRun,
-    MachineCosts,
     as_jsonl,
     best_for_prompt,
     load_prompts,
@@ -25,9 +24,10 @@ from app.lab import (
 )
 from engine.errors import DraftlightError
 from engine.events import FinishReason, RunStats
+from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance
+from engine.measure.profile import profile_key, save_profile
 from engine.ruler.prompts import BenchPrompt
 from engine.runtime import RuntimeOptions
-from engine.tuner import BoxProfile, best_depth, conditional_acceptance, profile_key, save_profile
 
 RUN_TIMEOUT_MS = 600_000
 PROMPTS = "Write a haiku about rain.\nList three prime numbers."
@@ -36,7 +36,6 @@ SPEC_BENCH = (
     '{"question_id": 81, "category": "writing", "turns": ["Compose a travel blog post about Hawaii.", "Rewrite it."]}\n'
     '{"question_id": 82, "category": "math", "turns": ["What is 3 + 4?"]}\n'
 )
-
 
 # ---- prompts ----------------------------------------------------------------------------
 
@@ -128,16 +127,12 @@ def made_up_runs() -> list[LabRun]:
 
 def test_best_depth_is_measured_without_a_profile_and_predicted_with_one():
     runs = made_up_runs()
-    assert best_for_prompt(runs, MachineCosts()) == (2, "measured")  # 18 tok/s beats 8
+    assert best_for_prompt(runs, None) == (2, "measured")  # 18 tok/s beats 8
     profile = BoxProfile("k", "m", "t", "d", "r", "exact", 2, [1.0, 3.0, 3.0], 1.0, 0.0, [])
     acceptance = conditional_acceptance([r for run in runs for r in run.rounds], 2)
     assert acceptance == [0.75, 2 / 3]
-    assert (
-        best_for_prompt(runs, MachineCosts(profile))
-        == (best_depth(profile, acceptance)[0], "profile")
-        == (0, "profile")
-    )
-    assert best_for_prompt([], MachineCosts()) is None
+    assert best_for_prompt(runs, profile) == (best_depth(profile, acceptance)[0], "profile") == (0, "profile")
+    assert best_for_prompt([], None) is None
 
 
 def test_exports_on_made_up_runs(tmp_path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 
 from app.selftest import visible
-from app.teaching import TeachingWindow, Totals, explain_round
+from app.teaching import TeachingWindow
+from app.teachtext import Totals, explain_round
 from engine import GenerationConfig, Message, TokenEvent, TokenKind
 
 PROMPT = "Write a bubble sort in C++."
@@ -130,12 +131,22 @@ def test_clicking_a_token_shows_both_models_candidates(qtbot, make_window, engin
 
 
 def test_explanation_numbers_follow_the_formula():
-    from engine.events import RoundEvent
-    from engine.stepping import RoundStep
+    from engine import RoundEvent, RoundStep
 
-    r = RoundEvent(0, 2, 2, 20.0, 70.0, 0.5, 0.1, 0.2, (5, 6), 2)
+    r = RoundEvent(
+        round_index=0,
+        drafted=2,
+        accepted=2,
+        draft_ms=20.0,
+        verify_ms=70.0,
+        commit_ms=0.5,
+        rewind_ms=0.1,
+        overhead_ms=0.2,
+        draft_tokens=(5, 6),
+        depth=2,
+    )
     tokens = tuple(
-        TokenEvent(t, "x", k, 0, i, 0.9)
+        TokenEvent(token_id=t, text="x", kind=k, round_index=0, position=i, target_prob=0.9)
         for i, (t, k) in enumerate([(5, TokenKind.ACCEPTED), (6, TokenKind.ACCEPTED), (7, TokenKind.BONUS)])
     )
     step = RoundStep(r, tokens)

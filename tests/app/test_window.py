@@ -222,8 +222,9 @@ def test_preferences_are_written_on_close_and_read_at_start(qtbot, tmp_path, mon
 
 
 def test_round_cost_comes_from_the_saved_box_profile(qtbot, make_window, send, monkeypatch, tmp_path, target_path):
+    from engine.measure.costmodel import BoxProfile
+    from engine.measure.profile import machine_id, save_profile
     from engine.runtime import RuntimeOptions
-    from engine.tuner import BoxProfile, machine_id, save_profile
 
     monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "empty"))
     assert make_window(depth=2).pair.plain_pass_s is None  # no profile: c waits for a plain reply

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats as sps
 
 from engine import GenerationConfig, Message, SamplingConfig, TokenEvent
-from engine.drafters import Draft
+from engine.drafting import Draft
 from engine.sampling import Sampler, residual
 from engine.speculative import walk
 

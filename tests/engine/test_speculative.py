@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from engine import GenerationConfig, NgramDrafter, RoundEvent, RunStats, TokenEvent, TokenKind
+from engine import (
+    AUTO,
+    BoxProfile,
+    GenerationConfig,
+    NgramDrafter,
+    RoundEvent,
+    RunStats,
+    TokenEvent,
+    TokenKind,
+    VerifyBatch,
+)
+from engine.measure.profile import machine_id, save_profile
 
 N_TOKENS = 48
 
@@ -41,11 +52,11 @@ def test_draft_model_depths_match_depth_zero(engine, prompts, reference, name, d
 @pytest.mark.parametrize("name", ["code", "prose", "arithmetic", "json", "long"])
 def test_ngram_drafter_matches_depth_zero(engine, prompts, reference, name):
     saved = engine.drafter
-    engine.drafter = NgramDrafter()  # swapped, not set_drafter(): that would close the model drafter
+    engine.swap_drafter(NgramDrafter())  # swapped, not set_drafter(): that would close the model drafter
     try:
         _, stats = run(engine, prompts[name], 3)
     finally:
-        engine.drafter = saved
+        engine.swap_drafter(saved)
     assert stats.token_ids == reference[name]
 
 
@@ -133,3 +144,80 @@ def test_a_confidence_cut_off_drafts_less_and_changes_nothing(engine, prompts, r
     assert cut.token_ids == full.token_ids == reference["prose"]
     assert cut.drafted < full.drafted
     assert cut.acceptance > full.acceptance  # the drafts it keeps are the confident ones
+
+
+class RecordingNgram(NgramDrafter):
+    """The n-gram drafter, keeping every verify batch the round hands it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[VerifyBatch] = []
+
+    def verified(self, batch: VerifyBatch) -> None:
+        self.batches.append(batch)
+
+
+def test_the_drafter_sees_every_verify_batch_it_drafted_for(engine, prompts, reference):
+    drafter = RecordingNgram()
+    saved = engine.drafter
+    engine.swap_drafter(drafter)
+    try:
+        events, stats = run(engine, prompts["code"], 3)
+    finally:
+        engine.swap_drafter(saved)
+    assert stats.token_ids == reference["code"]
+    decode_rounds = [e for e in events if isinstance(e, RoundEvent) and not e.from_prefill]
+    assert len(drafter.batches) == len(decode_rounds)  # the prefill's round verifies nothing
+    position = len(prompts["code"])  # the reply's first token sits here
+    for batch, r, token_ids in zip(drafter.batches, decode_rounds, _tokens_by_round(events)):
+        assert batch.start == position
+        assert batch.tokens[1:] == r.draft_tokens and batch.accepted == r.accepted
+        assert batch.hidden is None  # the n-gram drafter asks for no hidden states
+        position += len(token_ids)
+    assert any(b.accepted for b in drafter.batches)
+
+
+def _tokens_by_round(events) -> list[list[int]]:
+    rounds: dict[int, list[int]] = {}
+    for e in events:
+        if isinstance(e, TokenEvent) and e.round_index > 0:
+            rounds.setdefault(e.round_index, []).append(e.token_id)
+    return [rounds[k] for k in sorted(rounds)]
+
+
+@pytest.mark.parametrize("depth", [3, AUTO])
+def test_no_drafter_means_plain_rounds_whatever_was_asked(engine, prompts, reference, depth):
+    saved = engine.drafter
+    engine.swap_drafter(None)
+    try:
+        events, stats = run(engine, prompts["code"], depth)
+    finally:
+        engine.swap_drafter(saved)
+    assert stats.depth == 0 and stats.drafted == 0
+    assert {e.kind for e in events if isinstance(e, TokenEvent)} == {TokenKind.PLAIN}
+    assert stats.token_ids == reference["code"]
+
+
+def test_auto_chooses_each_round_from_the_saved_profile(engine, prompts, reference, tmp_path, monkeypatch):
+    """Rows nearly free and a free drafter (n-gram): Auto drafts as deep as the cap lets it."""
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
+    options = engine.options
+    save_profile(
+        BoxProfile(
+            key="auto-test", machine=machine_id(), target=engine.target.path.name, drafter="drafter.gguf",
+            runtime="test", mode=options.mode, threads=options.threads,
+            target_rows_s=[0.03 + 0.0001 * k for k in range(8)], drafter_step_s=0.01, overhead_s=0.0,
+            acceptance_prior=[0.9] * 7,
+        )
+    )  # fmt: skip
+    saved = engine.drafter
+    engine.swap_drafter(NgramDrafter())
+    try:
+        events, stats = run(engine, prompts["code"], AUTO)
+        auto = engine.auto
+    finally:
+        engine.swap_drafter(saved)
+    assert stats.depth == AUTO and auto is not None and auto.drafter_step_s == 0.0
+    depths = [e.depth for e in events if isinstance(e, RoundEvent) and not e.from_prefill]
+    assert depths[0] == 6  # the calibration says deep drafts pay here
+    assert stats.token_ids == reference["code"]

@@ -18,7 +18,7 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.errors import ContextFullError, ModelFileError, RuntimeFailure
-from engine.gguf import GGUFInfo, read_gguf
+from engine.runtime.gguf import GGUFInfo, read_gguf
 
 KV_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
 _log_lock = threading.Lock()

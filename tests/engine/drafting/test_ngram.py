@@ -7,7 +7,7 @@ import random
 import pytest
 
 from engine import NgramDrafter, SamplingConfig
-from engine.drafters import lookup
+from engine.drafting import lookup
 from engine.sampling import Sampler
 
 SAMPLER = Sampler(SamplingConfig(), 1000)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.thermal import (
+from engine.measure.thermal import (
     ThermalReading,
     ThermalSampler,
     ThermalState,

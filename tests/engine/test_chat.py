@@ -8,8 +8,7 @@ import re
 import pytest
 
 from engine import ChatTemplate, ChatTemplateError, Message, Model
-from engine.chat import CHATML_TEMPLATE
-from engine.session import template_for, tokenize_prompt
+from engine.chat import CHATML_TEMPLATE, template_for, tokenize_prompt
 
 CONVERSATION = [
     Message("system", "Be brief."),

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, Model, ModelFileError
-from engine.gguf import read_gguf
+from engine.runtime.gguf import read_gguf
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

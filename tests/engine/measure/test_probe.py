@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine import Context, RuntimeOptions
-from engine.probe import ProbeResult, batch_invariance
+from engine.measure.probe import ProbeResult, batch_invariance
 
 
 @pytest.fixture(scope="module")

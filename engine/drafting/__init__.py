@@ -1,0 +1,10 @@
+"""Drafters: whatever proposes the tokens the target then verifies.
+
+One small protocol (`Drafter`) and one module per kind: a draft model, an n-gram table.
+"""
+
+from engine.drafting.base import Draft, Drafter, VerifyBatch
+from engine.drafting.model import ModelDrafter
+from engine.drafting.ngram import NgramDrafter, lookup
+
+__all__ = ["Draft", "Drafter", "ModelDrafter", "NgramDrafter", "VerifyBatch", "lookup"]

@@ -1,0 +1,93 @@
+"""The drafter protocol: propose up to k tokens, learn what the target kept, rewind.
+
+A drafter never runs a target pass of its own. One that reads the target's hidden states
+(an MTP head, an assistant model, EAGLE-3, DFlash) gets them from the round's verify
+batch, handed over in `VerifyBatch` after the walk.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from engine.sampling import Sampler
+
+
+@dataclass
+class Draft:
+    """Proposed tokens with what the drafter knew when it proposed them."""
+
+    tokens: list[int] = field(default_factory=list)
+    # The drafter's logits row at each position (copies), or None for a drafter with no
+    # distribution. Probabilities are computed from them only when something asks.
+    rows: np.ndarray | None = None
+    sampler: Sampler | None = None
+    _dists: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def distribution(self, i: int) -> np.ndarray | None:
+        """The drafter's distribution at position i (what its token was drawn from)."""
+        if self.rows is None or self.sampler is None:
+            return None
+        dist = self._dists.get(i)
+        if dist is None:
+            dist = self.sampler.distribution(self.rows[i])
+            self._dists[i] = dist
+        return dist
+
+    def prob(self, i: int, token: int) -> float | None:
+        """The drafter's probability of `token` at position i."""
+        if self.rows is None or self.sampler is None:
+            return None
+        if i in self._dists or not self.sampler.greedy:
+            return float(self.distribution(i)[token])
+        row = self.rows[i]
+        top = row.max()
+        return math.exp(float(row[token] - top)) / float(np.exp(row - top).sum())
+
+
+@dataclass(frozen=True)
+class VerifyBatch:
+    """What the target's verify pass saw, for a drafter that learns from it.
+
+    `tokens` were decoded at positions start, start+1, ...: the last committed token, then
+    the drafts. `accepted` drafts were kept. `hidden` holds the target's hidden state per
+    row where the drafter asked for them (`needs_hidden_states`) and the target context
+    outputs them; None otherwise.
+    """
+
+    tokens: tuple[int, ...]
+    start: int
+    accepted: int
+    hidden: np.ndarray | None = None
+
+
+class Drafter(Protocol):
+    """What the round needs from a drafter."""
+
+    name: str
+    kind: str  # "model", "ngram", ...: what the status bar and charts call it
+    has_distribution: bool
+    needs_hidden_states: bool  # True: the round hands the verify batch's hidden states to `verified`
+
+    def prefill(self, history: list[int]) -> None:
+        """Make the cache hold every committed token but the last, reusing what matches."""
+
+    def draft(
+        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+    ) -> Draft:
+        """Propose up to k tokens to follow history (every committed token), never a banned one."""
+
+    def verified(self, batch: VerifyBatch) -> None:
+        """The target's verdict on the last draft, with the verify batch's rows where asked for."""
+
+    def rewind(self, keep: int) -> None:
+        """Forget positions from `keep` on."""
+
+    def reset(self) -> None:
+        """Forget everything (a new conversation)."""

@@ -1,0 +1,71 @@
+"""A draft model: a small model of the target's family proposes tokens one at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.depth import MAX_DEPTH
+from engine.drafting.base import Draft, VerifyBatch
+from engine.runtime import Context, Model, RuntimeOptions
+from engine.sampling import Sampler
+
+
+class ModelDrafter:
+    """A small model of the target's family proposes tokens one at a time."""
+
+    kind = "model"
+    has_distribution = True
+    needs_hidden_states = False
+
+    def __init__(self, model: Model, options: RuntimeOptions | None = None, max_depth: int = MAX_DEPTH) -> None:
+        self.model = model
+        self.name = model.name
+        self.ctx = Context(model, options, max_rows=1)
+        self.max_depth = max_depth
+        self._rows = np.empty((max_depth, model.n_vocab), dtype=np.float32)
+
+    def prefill(self, history: list[int]) -> None:
+        self.ctx.sync(history[:-1])
+
+    def draft(
+        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+    ) -> Draft:
+        k = min(k, self.max_depth, self.ctx.n_ctx - len(history))
+        if k <= 0:
+            return Draft()
+        ctx = self.ctx
+        # The cache holds a prefix of history (the round rewound it); feed the rest, the
+        # last committed token at least.
+        if ctx.n_past >= len(history):
+            ctx.rewind(len(history) - 1)
+        logits = ctx.decode(history[ctx.n_past :], all_logits=False)
+        rows = self._rows
+        tokens: list[int] = []
+        for i in range(k):
+            row = rows[i]
+            np.copyto(row, logits[-1])
+            if banned:
+                row[list(banned)] = -np.inf
+            token = int(row.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(row))
+            if p_min > 0.0 and _top_prob(row) < p_min:
+                break
+            tokens.append(token)
+            if i + 1 < k:
+                logits = ctx.decode([token], all_logits=False)
+        return Draft(tokens, rows[: len(tokens)], sampler)
+
+    def verified(self, batch: VerifyBatch) -> None:
+        """Nothing to learn: the next draft feeds the committed tokens it has not seen."""
+
+    def rewind(self, keep: int) -> None:
+        self.ctx.rewind(keep)
+
+    def reset(self) -> None:
+        self.ctx.clear()
+
+    def close(self) -> None:
+        self.ctx.close()
+
+
+def _top_prob(row: np.ndarray) -> float:
+    return 1.0 / float(np.exp(row - row.max()).sum())

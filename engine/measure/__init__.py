@@ -1,0 +1,1 @@
+"""Measuring the box: the cost model, box profiles, Auto depth, thermal state, the batch-invariance probe."""

@@ -1,0 +1,224 @@
+"""Box profiles: what a round's parts cost on this machine, measured once and kept.
+
+A profile is keyed by the machine, both model files, the runtime, the mode and the
+threads; `draftlight tune` or the first Auto reply measures one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from engine.chat import Message, template_for, tokenize_prompt
+from engine.depth import MAX_DEPTH, FixedDepth
+from engine.drafting import ModelDrafter
+from engine.errors import DraftlightError
+from engine.events import RoundEvent
+from engine.measure.costmodel import PROFILE_VERSION, BoxProfile, conditional_acceptance
+from engine.models.catalog import cache_dir
+from engine.runtime import Context, Model, RuntimeOptions, runtime_version
+from engine.speculative import GenerationConfig, generate
+
+CALIBRATION_PROMPTS = (
+    "Write a Python function that returns the n-th Fibonacci number, with a docstring.",
+    "Describe a walk along a river on a summer evening in a few sentences.",
+)
+
+
+def machine_id() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.node()} | {platform.system()} {platform.machine()} | {cpu} | {os.cpu_count()} cores"
+
+
+def _file_id(path: Path) -> str:
+    st = path.stat()
+    return f"{path.name}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def profile_key(target: Path, drafter: Path, options: RuntimeOptions) -> str:
+    parts = [
+        machine_id(),
+        _file_id(Path(target)),
+        _file_id(Path(drafter)),
+        runtime_version(),
+        options.mode,
+        str(options.threads),
+        str(PROFILE_VERSION),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def profile_path(key: str) -> Path:
+    return cache_dir() / "profiles" / f"{key}.json"
+
+
+def load_profile(target: Path, drafter: Path, options: RuntimeOptions) -> BoxProfile | None:
+    path = profile_path(profile_key(target, drafter, options))
+    try:
+        data = json.loads(path.read_text())
+        return BoxProfile(**data) if data.get("version") == PROFILE_VERSION else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure(
+    target: Model,
+    drafter: Model,
+    options: RuntimeOptions,
+    max_depth: int = MAX_DEPTH,
+    repeats: int = 7,
+    progress=None,
+) -> BoxProfile:
+    """Time target passes of 1..max_depth+1 rows and drafter steps; calibrate acceptance."""
+    say = progress or (lambda _m: None)
+    template = template_for(target)
+    prompt = tokenize_prompt(target, template.render([Message("user", CALIBRATION_PROMPTS[0])]))
+    ctx = Context(target, options, max_rows=max_depth + 1)
+    ctx.decode(prompt[:-1], all_logits=False)
+    base = ctx.n_past
+    filler = prompt[-(max_depth + 1) :]  # real tokens at real positions
+    say(f"timing target passes of 1 to {max_depth + 1} rows")
+
+    def one_pass(rows: int) -> float:
+        t0 = time.perf_counter()
+        ctx.decode(filler[:rows], all_logits=True)
+        elapsed = time.perf_counter() - t0
+        ctx.rewind(base)
+        return elapsed
+
+    for rows in range(1, max_depth + 2):  # warm-up: every batch shape once
+        one_pass(rows)
+    samples: list[list[float]] = [[] for _ in range(max_depth + 1)]
+    for _ in range(repeats):  # interleaved, so a slow moment falls on every size alike
+        for rows in range(1, max_depth + 2):
+            samples[rows - 1].append(one_pass(rows))
+    rows_s = [statistics.median(x) for x in samples]
+    ctx.close()
+
+    say("timing drafter steps")
+    dctx = Context(drafter, options, max_rows=1)
+    dctx.decode(prompt[:-1], all_logits=False)
+    dbase = dctx.n_past
+
+    def one_step() -> None:
+        dctx.decode(prompt[-1:], all_logits=False)
+        dctx.rewind(dbase)
+
+    one_step()
+    step_s = _median_time(one_step, repeats * 2)
+    dctx.close()
+
+    say("calibrating acceptance and round overhead")
+    ctx = Context(target, options, max_rows=max_depth + 1)
+    draft_model = ModelDrafter(drafter, options, max_depth=max_depth)
+    config = GenerationConfig(max_tokens=40, depth=max_depth, ignore_eog=True)
+    observed: list[tuple[int, int]] = []  # (drafted, accepted) per round
+    overheads: list[float] = []  # what follows the verify pass: the accept walk and the rewinds
+    catch_ups: list[float] = []
+    for text in CALIBRATION_PROMPTS:
+        ids = tokenize_prompt(target, template.render([Message("user", text)]))
+        first_row, _ = ctx.prefill(ids)
+        draft_model.prefill(ids)
+        for event in generate(ctx, draft_model, FixedDepth(max_depth), list(ids), config, first_row=first_row):
+            if isinstance(event, RoundEvent) and not event.from_prefill:
+                observed.append((event.drafted, event.accepted))
+                if event.drafted:
+                    catch_ups.append(event.draft_ms / 1e3 - event.drafted * step_s)
+                overheads.append(event.commit_ms / 1e3)
+        ctx.clear()
+        draft_model.reset()
+    draft_model.close()
+    ctx.close()
+    prior = conditional_acceptance(observed, max_depth)
+    overhead = statistics.median(overheads) if overheads else 0.0
+    return BoxProfile(
+        key=profile_key(target.path, drafter.path, options),
+        machine=machine_id(),
+        target=target.path.name,
+        drafter=drafter.path.name,
+        runtime=runtime_version(),
+        mode=options.mode,
+        threads=options.threads,
+        target_rows_s=rows_s,
+        drafter_step_s=step_s,
+        overhead_s=overhead,
+        acceptance_prior=prior,
+        drafter_catch_up_s=max(0.0, statistics.median(catch_ups)) if catch_ups else 0.0,
+    )
+
+
+def save_profile(profile: BoxProfile) -> Path:
+    path = profile_path(profile.key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(profile), indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+def profile_for(target: Model, drafter: Model, options: RuntimeOptions, progress=None) -> BoxProfile:
+    """The saved profile, or a fresh measurement (saved) if the box, models or runtime changed."""
+    found = load_profile(target.path, drafter.path, options)
+    if found is not None:
+        return found
+    profile = measure(target, drafter, options, progress=progress)
+    save_profile(profile)
+    return profile
+
+
+def profile_for_target_only(target: Model, options: RuntimeOptions, progress=None) -> BoxProfile:
+    """Row costs alone, for drafters with no model; reuses a pair profile's rows if one exists."""
+    profiles = sorted((cache_dir() / "profiles").glob("*.json")) if (cache_dir() / "profiles").is_dir() else []
+    for path in profiles:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if (
+            data.get("target") == target.path.name
+            and data.get("machine") == machine_id()
+            and data.get("mode") == options.mode
+        ):
+            return BoxProfile(**data)
+    raise DraftlightError("No box profile for this target yet: run `draftlight tune` with a drafter model first.")
+
+
+def saved_target_profile(target: Model, options: RuntimeOptions) -> BoxProfile | None:
+    """A saved profile with this target's rows on this box, whatever its drafter; None, not a measurement, without one."""
+    try:
+        return profile_for_target_only(target, options)
+    except DraftlightError:
+        return None
+
+
+def saved_pair_profile(target: Model, drafter: object | None, options: RuntimeOptions) -> BoxProfile | None:
+    """What this pair's rounds cost here, if a profile is saved: a draft model's own profile; for a
+    drafter with no model (n-gram), the target's rows with drafting free; None with no drafter."""
+    if drafter is None:
+        return None
+    if isinstance(drafter, ModelDrafter):
+        return load_profile(target.path, drafter.model.path, options)
+    rows = saved_target_profile(target, options)
+    return replace(rows, drafter=drafter.name, drafter_step_s=0.0, drafter_catch_up_s=0.0) if rows else None

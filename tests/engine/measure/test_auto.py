@@ -1,0 +1,36 @@
+"""Auto depth: the decision follows the text, with hysteresis."""
+
+from __future__ import annotations
+
+from engine.depth import AUTO, MAX_DEPTH
+from engine.measure.auto import AutoDepth
+from engine.measure.costmodel import BoxProfile
+
+
+def _profile(rows, step, overhead=0.0, prior=(0.8, 0.8, 0.8, 0.8)) -> BoxProfile:
+    return BoxProfile("k", "m", "t.gguf", "d.gguf", "rt", "exact", 2, list(rows), step, overhead, list(prior))
+
+
+def test_auto_depth_follows_the_text_with_hysteresis():
+    box = _profile([0.05, 0.06, 0.07, 0.08, 0.09], 0.01, prior=(0.5, 0.5, 0.5, 0.5))
+    auto = AutoDepth(box, every=4, margin=0.03)
+    start = auto.depth
+    for _ in range(40):  # every draft accepted: deeper pays
+        auto.observe(auto.depth, auto.depth)
+    assert auto.depth == 4 and auto.depth > start
+    assert auto.predicted_speedup() > 1.5
+    for _ in range(80):  # nothing accepted: drafting is waste
+        auto.observe(auto.depth, 0)
+    assert auto.depth == 0
+    before = auto.depth
+    auto.observe(1, 1)  # one round does not flip the decision
+    assert auto.depth == before
+
+
+def test_auto_is_a_depth_policy_capped_by_the_one_cap():
+    rows = [0.05 + 0.001 * k for k in range(MAX_DEPTH + 2)]  # one row more than Auto may use
+    auto = AutoDepth(_profile(rows, 0.001, prior=(0.95,) * MAX_DEPTH))
+    assert auto.setting == AUTO and auto.max_depth == MAX_DEPTH
+    for _ in range(40):
+        auto.observe(auto.choose(), auto.choose())
+    assert auto.choose() == MAX_DEPTH
