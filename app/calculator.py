@@ -113,6 +113,8 @@ class SpeedupCalculator(QWidget):
         self.table = QTableWidget(DEPTHS + 1, 5)
         self.table.setHorizontalHeaderLabels(["Depth", "E_k tokens", "C_k passes", "Tokens per pass", "Speedup"])
         self.table.verticalHeader().hide()
+        rows_height = self.table.verticalHeader().defaultSectionSize() * (DEPTHS + 1)
+        self.table.setMinimumHeight(rows_height + self.table.horizontalHeader().sizeHint().height() + 4)
         self.plot = pg.PlotWidget(background="#1e1e1e" if palette.is_dark() else "w")
         self.plot.setTitle("Predicted speedup by depth", size="8pt")
         self.plot.setLabel("bottom", "depth")
@@ -137,7 +139,7 @@ class SpeedupCalculator(QWidget):
         self.set_acceptance(list(profile.acceptance_prior if profile else TYPICAL_ACCEPTANCE))
         self.use_this_machine()
         self.use_conversation()
-        self.resize(980, 520)
+        self.resize(980, 640)
 
     @classmethod
     def for_window(cls, window) -> SpeedupCalculator:

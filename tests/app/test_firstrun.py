@@ -59,7 +59,7 @@ def open_dialog(qtbot):
     for d in dialogs:  # no download thread outlives its test, even a failed one
         if d.worker is not None:
             d.worker.cancel()
-        qtbot.waitUntil(lambda d=d: not d.downloading, timeout=10_000)
+        qtbot.waitUntil(lambda d=d: not d.downloading, timeout=60_000)
 
 
 def test_missing_model_messages_are_recognised():
