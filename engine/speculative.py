@@ -267,9 +267,9 @@ def generate(
             if stopped:
                 finish = FinishReason.STOP_STRING
                 break
-        event = _round_event(r, len(rounds), wanted, round_s, from_prefill=first_row is not None)
-        rounds.append((event, round_s))
-        yield event
+        summary = _round_event(r, len(rounds), wanted, round_s, from_prefill=first_row is not None)
+        rounds.append((summary, round_s))
+        yield summary
         first_row = None
     if finish is not FinishReason.STOP_STRING:
         released = stops.flush()  # no stop string completed: the held text is the model's

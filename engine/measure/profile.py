@@ -17,13 +17,13 @@ from pathlib import Path
 
 from engine.chat import Message, template_for, tokenize_prompt
 from engine.depth import MAX_DEPTH, FixedDepth
-from engine.drafting import ModelDrafter
+from engine.drafting import Drafter, ModelDrafter
 from engine.errors import DraftlightError
 from engine.events import RoundEvent
 from engine.measure.costmodel import PROFILE_VERSION, BoxProfile, conditional_acceptance
 from engine.models.catalog import cache_dir
 from engine.runtime import Context, Model, RuntimeOptions, runtime_version
-from engine.speculative import GenerationConfig, generate
+from engine.speculative import GenerationConfig, Prefill, generate
 
 CALIBRATION_PROMPTS = (
     "Write a Python function that returns the n-th Fibonacci number, with a docstring.",
@@ -141,7 +141,10 @@ def measure(
         ids = tokenize_prompt(target, template.render([Message("user", text)]))
         first_row, _ = ctx.prefill(ids)
         draft_model.prefill(ids)
-        for event in generate(ctx, draft_model, FixedDepth(max_depth), list(ids), config, first_row=first_row):
+        reply = generate(
+            ctx, draft_model, FixedDepth(max_depth), list(ids), config, prefill=Prefill(first_row=first_row)
+        )
+        for event in reply:
             if isinstance(event, RoundEvent) and not event.from_prefill:
                 observed.append((event.drafted, event.accepted))
                 if event.drafted:
@@ -213,7 +216,7 @@ def saved_target_profile(target: Model, options: RuntimeOptions) -> BoxProfile |
         return None
 
 
-def saved_pair_profile(target: Model, drafter: object | None, options: RuntimeOptions) -> BoxProfile | None:
+def saved_pair_profile(target: Model, drafter: Drafter | None, options: RuntimeOptions) -> BoxProfile | None:
     """What this pair's rounds cost here, if a profile is saved: a draft model's own profile; for a
     drafter with no model (n-gram), the target's rows with drafting free; None with no drafter."""
     if drafter is None:

@@ -179,7 +179,8 @@ def test_a_lab_run_shows_the_engines_run_stats(qtbot, make_window, tmp_path, mon
     options = RuntimeOptions()
     profile = BoxProfile(
         profile_key(target_path, drafter_path, options), "this box", target_path.name, drafter_path.name, "test",
-        options.mode, options.threads, [0.030, 0.034, 0.038, 0.042, 0.046], 0.010, 0.001, [0.8, 0.7, 0.6, 0.5],
+        options.mode, options.threads, [0.030, 0.034, 0.038, 0.042, 0.046, 0.05, 0.054], 0.010, 0.001,
+        [0.8, 0.7, 0.6, 0.5, 0.4, 0.3],
     )  # fmt: skip
     save_profile(profile)
     window = make_window(max_tokens=4)
@@ -257,7 +258,7 @@ def test_a_lab_run_shows_the_engines_run_stats(qtbot, make_window, tmp_path, mon
     # the calculator opens on the same profile
     menu_action(window, "Speedup calculator…").trigger()
     assert window.calculator.values()[1].rows == pytest.approx(
-        (1.0, 0.034 / 0.03, 0.038 / 0.03, 1.4, 0.046 / 0.03), abs=5e-4
+        (1.0, 0.034 / 0.03, 0.038 / 0.03, 1.4, 0.046 / 0.03, 0.05 / 0.03, 0.054 / 0.03), abs=5e-4
     )
     assert "This machine" in window.calculator.note.text()
 
