@@ -160,7 +160,7 @@ class EngineWorker(QObject):
             verdict=verdict,
             compatible=ok,
             mode=engine.options.mode,
-            notice=notice,
+            notice=" ".join(part for part in (notice, engine.notice) if part),
             plain_pass_s=engine.plain_pass_s(),
         )
 

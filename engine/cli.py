@@ -61,6 +61,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     set_verbose(args.verbose)
     progress = None if args.json else terminal_progress()
     engine = Engine.load(args.target, args.drafter, _runtime_options(args), progress)
+    if engine.notice and not args.json:
+        print(engine.notice, file=sys.stderr)
     policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box
     if isinstance(policy, AutoDepth) and not args.json:
         print(policy.explain(), file=sys.stderr)

@@ -83,9 +83,22 @@ class Engine:
             self._auto = auto_depth_for(self.target, self.drafter, self.options, progress)
         return self._auto
 
+    @property
+    def can_speculate(self) -> bool:
+        """A drafter is loaded and the target can undo a rejected draft (recurrent targets need snapshots)."""
+        return self.drafter is not None and self.ctx.can_rewind
+
+    @property
+    def notice(self) -> str:
+        """A sentence the user needs before replying, or "": why speculation is off for this target."""
+        return "" if self.ctx.can_rewind or self.drafter is None else self.ctx.describe_rollback()
+
     def depth_policy(self, depth: Depth, progress: ProfileProgress | None = None) -> DepthPolicy:
-        """What a reply asked for, as a policy: the one place "no drafter means depth 0" is decided."""
-        if self.drafter is None:
+        """What a reply asked for, as a policy: the one place "no drafter means depth 0" is decided.
+
+        A target whose state cannot be rolled back decodes plainly too (`notice` says why).
+        """
+        if not self.can_speculate:
             return FixedDepth(0)
         if depth == AUTO:
             return self.auto_depth(progress)

@@ -209,6 +209,12 @@ class Context:
         params.n_threads_batch = self.options.threads
         params.type_k = params.type_v = KV_TYPES[self.options.kv_type]
         params.no_perf = True
+        self.has_state = bool(llama.llama_model_is_recurrent(model.ptr) or llama.llama_model_is_hybrid(model.ptr))
+        if self.has_state:
+            # Recurrent state cannot drop a suffix: keep a snapshot per token of the latest
+            # batch, so a verify pass can be undone by as many tokens as it drafted. llama.cpp
+            # sets this to 0 for architectures without snapshot support.
+            params.n_rs_seq = max_rows - 1
         ptr = llama.llama_init_from_model(model.ptr, params)
         if not ptr:
             reason = "; ".join(_log_state["recent"]) or "out of memory?"
@@ -232,14 +238,29 @@ class Context:
             b.seq_id[i][0] = 0
         self.tokens: list[int] = []  # what the KV cache holds, position by position
         self.decode_s = 0.0  # time inside llama_decode and logits access, for overhead accounting
-        self._check_rewind()
+        self.rewinds_replayed = 0  # rewinds past the snapshots, done by decoding the kept tokens again
+        # How far back the latest batch can be undone: anything for a KV cache; for a
+        # recurrent state, the snapshots llama.cpp keeps (0 where the architecture has none).
+        self.rollback_depth = int(llama.llama_n_rs_seq(ptr)) if self.has_state else max_rows - 1
 
-    def _check_rewind(self) -> None:
-        """A model whose memory cannot drop a suffix (recurrent state) cannot speculate."""
-        if llama.llama_model_is_recurrent(self.model.ptr) or llama.llama_model_is_hybrid(self.model.ptr):
-            self.can_rewind = False
-        else:
-            self.can_rewind = True
+    @property
+    def can_rewind(self) -> bool:
+        """Whether a verify batch of max_rows can be undone down to its first row, as speculation needs."""
+        return self.rollback_depth >= self.max_rows - 1
+
+    def describe_rollback(self) -> str:
+        """How this context undoes a rejected draft, in a sentence."""
+        if not self.has_state:
+            return "Rejected drafts are dropped from the KV cache."
+        if self.can_rewind:
+            return (
+                f"{self.model.name} keeps a recurrent state: rejected drafts are undone from per-token "
+                f"snapshots (up to {self.rollback_depth} tokens)."
+            )
+        return (
+            f"{self.model.name} keeps a recurrent state that llama.cpp cannot roll back for its architecture "
+            f"({self.model.info.architecture}), so it decodes without speculation."
+        )
 
     @property
     def n_past(self) -> int:
@@ -311,10 +332,17 @@ class Context:
         t0 = time.perf_counter()
         ok = llama.llama_memory_seq_rm(self.memory, 0, keep, -1)
         self.decode_s += time.perf_counter() - t0
+        if not ok and self.has_state:
+            # Past the latest batch's snapshots (a follow-up that shares only part of the
+            # conversation): start the state again from the kept tokens.
+            kept = self.tokens[:keep]
+            self.clear()
+            if kept:
+                self.decode(kept, all_logits=False)
+            self.rewinds_replayed += 1
+            return
         if not ok:
-            raise RuntimeFailure(
-                f"{self.model.path.name} cannot rewind its cache, so it cannot be used for speculation."
-            )
+            raise RuntimeFailure(f"{self.model.path.name} cannot rewind its cache to position {keep:,}.")
         del self.tokens[keep:]
         if self._prefilled is not None and keep < len(self._prefilled[0]):
             self._prefilled = None  # the prompt's pass is no longer whole in the cache

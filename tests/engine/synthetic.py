@@ -1,0 +1,150 @@
+"""Tiny random-weight GGUF models written at test time: architectures no download offers here.
+
+`hybrid_qwen35(path)` writes a two-layer qwen35 model (layer 0 a gated delta-net recurrent
+layer, layer 1 attention); `mamba(path)` a two-layer pure state-space model, an
+architecture whose state llama.cpp cannot roll back. Both are 256 wide, with llama.cpp's
+"test" tokenizer of 128 tokens: the shapes and keys llama.cpp's own
+tests/test-llama-archs.cpp gives them. Weights are seeded, so a file is the same on every
+machine. Never committed: tests write them into a temporary folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+N_VOCAB = 128
+N_EMBD = 256
+N_FF = 384
+N_HEAD = 2
+HEAD_DIM = 128
+SSM_INNER = 256
+SSM_STATE = 128
+SSM_GROUPS = 2
+SSM_RANK = 2  # dt rank: one per value head
+CONV_KERNEL = 4
+
+
+def _random(seed: int, stdev: float):
+    rng = np.random.default_rng(seed)
+
+    def weight(*ne: int) -> np.ndarray:
+        """A random tensor of ggml shape ne (numpy's shape is the reverse)."""
+        return (rng.standard_normal(tuple(reversed(ne))) * stdev).astype(np.float32)
+
+    return weight
+
+
+def _ones(n: int) -> np.ndarray:
+    return np.ones(n, dtype=np.float32)
+
+
+def _writer(path: Path, arch: str, name: str, n_ff: int):
+    """A writer with the keys every model here shares: sizes and the test tokenizer."""
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(name)
+    w.add_uint32(f"{arch}.vocab_size", N_VOCAB)
+    w.add_uint32(f"{arch}.context_length", 256)
+    w.add_uint32(f"{arch}.embedding_length", N_EMBD)
+    w.add_uint32(f"{arch}.block_count", 2)
+    w.add_uint32(f"{arch}.feed_forward_length", n_ff)
+    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_string("tokenizer.ggml.model", "test")
+    w.add_array("tokenizer.ggml.tokens", [f"tok_{i}" for i in range(N_VOCAB)])
+    w.add_array("tokenizer.ggml.token_type", [1] * N_VOCAB)
+    w.add_array("tokenizer.ggml.scores", [0.0] * N_VOCAB)
+    w.add_bool("tokenizer.ggml.add_bos_token", False)
+    w.add_bool("tokenizer.ggml.add_eos_token", False)
+    return w
+
+
+def _finish(w) -> None:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def mamba(path: Path, seed: int = 7, stdev: float = 0.1) -> Path:
+    """A pure state-space model: its state has no snapshots, so it cannot undo a rejected draft."""
+    arch, inner = "mamba", 2 * N_EMBD
+    weight = _random(seed, stdev)
+    w = _writer(path, arch, "draftlight test mamba", N_FF)
+    w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
+    w.add_uint32(f"{arch}.ssm.inner_size", inner)
+    w.add_uint32(f"{arch}.ssm.conv_kernel", CONV_KERNEL)
+    w.add_uint32(f"{arch}.ssm.state_size", SSM_STATE)
+    w.add_uint32(f"{arch}.ssm.time_step_rank", SSM_RANK)
+    w.add_tensor("token_embd.weight", weight(N_EMBD, N_VOCAB))
+    w.add_tensor("output_norm.weight", _ones(N_EMBD))
+    w.add_tensor("output.weight", weight(N_EMBD, N_VOCAB))
+    for layer in (0, 1):
+        b = f"blk.{layer}."
+        w.add_tensor(b + "attn_norm.weight", _ones(N_EMBD))
+        w.add_tensor(b + "ssm_in.weight", weight(N_EMBD, 2 * inner))
+        w.add_tensor(b + "ssm_x.weight", weight(inner, SSM_RANK + 2 * SSM_STATE))
+        w.add_tensor(b + "ssm_dt.weight", weight(SSM_RANK, inner))
+        w.add_tensor(b + "ssm_dt.bias", weight(inner))
+        w.add_tensor(b + "ssm_out.weight", weight(inner, N_EMBD))
+        w.add_tensor(b + "ssm_conv1d.weight", weight(CONV_KERNEL, inner))
+        w.add_tensor(b + "ssm_conv1d.bias", weight(inner))
+        w.add_tensor(b + "ssm_a", -np.abs(weight(SSM_STATE, inner)) - 0.1)
+        w.add_tensor(b + "ssm_d", _ones(inner))
+    _finish(w)
+    return path
+
+
+def hybrid_qwen35(path: Path, seed: int = 42, stdev: float = 0.1) -> Path:
+    """A qwen35 model whose layer 0 is recurrent (needs state snapshots to roll back) and layer 1 attention."""
+    arch = "qwen35"
+    weight, ones = _random(seed, stdev), _ones
+    w = _writer(path, arch, "draftlight test hybrid", N_FF)
+    w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
+    w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)
+    w.add_uint32(f"{arch}.attention.key_length", HEAD_DIM)
+    w.add_uint32(f"{arch}.attention.value_length", HEAD_DIM)
+    w.add_array(f"{arch}.attention.recurrent_layers", [1, 0])
+    w.add_uint32(f"{arch}.full_attention_interval", 2)
+    w.add_uint32(f"{arch}.rope.dimension_count", HEAD_DIM)
+    w.add_array(f"{arch}.rope.dimension_sections", [32, 32, 32, 32])
+    w.add_float32(f"{arch}.rope.freq_base", 10000.0)
+    w.add_uint32(f"{arch}.ssm.inner_size", SSM_INNER)
+    w.add_uint32(f"{arch}.ssm.conv_kernel", CONV_KERNEL)
+    w.add_uint32(f"{arch}.ssm.state_size", SSM_STATE)
+    w.add_uint32(f"{arch}.ssm.time_step_rank", SSM_RANK)
+    w.add_uint32(f"{arch}.ssm.group_count", SSM_GROUPS)
+
+    w.add_tensor("token_embd.weight", weight(N_EMBD, N_VOCAB))
+    w.add_tensor("output_norm.weight", ones(N_EMBD))
+    w.add_tensor("output.weight", weight(N_EMBD, N_VOCAB))
+    # layer 0: gated delta-net (recurrent)
+    qkv = 2 * SSM_GROUPS * SSM_STATE + SSM_INNER  # queries and keys (one head per group), then values
+    w.add_tensor("blk.0.attn_norm.weight", ones(N_EMBD))
+    w.add_tensor("blk.0.post_attention_norm.weight", ones(N_EMBD))
+    w.add_tensor("blk.0.ssm_norm.weight", ones(SSM_STATE))
+    w.add_tensor("blk.0.attn_qkv.weight", weight(N_EMBD, qkv))
+    w.add_tensor("blk.0.attn_gate.weight", weight(N_EMBD, SSM_INNER))
+    w.add_tensor("blk.0.ssm_dt.bias", weight(SSM_RANK))
+    w.add_tensor("blk.0.ssm_out.weight", weight(SSM_INNER, N_EMBD))
+    w.add_tensor("blk.0.ssm_conv1d.weight", weight(CONV_KERNEL, qkv))
+    w.add_tensor("blk.0.ssm_a", -np.abs(weight(SSM_RANK)) - 0.1)  # decay: negative, as trained models have it
+    w.add_tensor("blk.0.ssm_alpha.weight", weight(N_EMBD, SSM_RANK))
+    w.add_tensor("blk.0.ssm_beta.weight", weight(N_EMBD, SSM_RANK))
+    # layer 1: attention
+    w.add_tensor("blk.1.attn_norm.weight", ones(N_EMBD))
+    w.add_tensor("blk.1.post_attention_norm.weight", ones(N_EMBD))
+    w.add_tensor("blk.1.attn_q_norm.weight", ones(HEAD_DIM))
+    w.add_tensor("blk.1.attn_k_norm.weight", ones(HEAD_DIM))
+    w.add_tensor("blk.1.attn_q.weight", weight(N_EMBD, 2 * N_HEAD * HEAD_DIM))  # queries and their gate
+    w.add_tensor("blk.1.attn_k.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
+    w.add_tensor("blk.1.attn_v.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
+    w.add_tensor("blk.1.attn_output.weight", weight(N_HEAD * HEAD_DIM, N_EMBD))
+    for layer in (0, 1):
+        w.add_tensor(f"blk.{layer}.ffn_gate.weight", weight(N_EMBD, N_FF))
+        w.add_tensor(f"blk.{layer}.ffn_up.weight", weight(N_EMBD, N_FF))
+        w.add_tensor(f"blk.{layer}.ffn_down.weight", weight(N_FF, N_EMBD))
+    _finish(w)
+    return path
