@@ -33,7 +33,7 @@ BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit cost
 @dataclass(frozen=True)
 class LoadRequest:
     target: str  # "default", a catalog key or a path
-    drafter: str  # "default", "none", "ngram", a catalog key or a path
+    drafter: str  # "default", "none", "ngram", "mtp", a catalog key or a path
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
 
 
@@ -124,7 +124,7 @@ class EngineWorker(QObject):
             engine = Engine(target, None, request.options)
             try:
                 drafter, verdict = load_drafter(
-                    target, request.drafter, request.options, self._progress, download=False
+                    target, request.drafter, request.options, self._progress, download=False, target_ctx=engine.ctx
                 )
                 drafter_spec = request.drafter
             except DraftlightError as exc:
@@ -136,7 +136,12 @@ class EngineWorker(QObject):
                 old.close()
         elif request.drafter != self.drafter_spec:
             drafter, verdict = load_drafter(
-                self.engine.target, request.drafter, request.options, self._progress, download=False
+                self.engine.target,
+                request.drafter,
+                request.options,
+                self._progress,
+                download=False,
+                target_ctx=self.engine.ctx,
             )
             self.engine.set_drafter(drafter, verdict)
             self.drafter_spec = request.drafter
@@ -149,6 +154,8 @@ class EngineWorker(QObject):
             verdict, ok = "No drafter: every token comes from a plain target pass.", True
         elif self.drafter_spec == "ngram":
             verdict, ok = "The n-gram drafter needs no model: it proposes text seen earlier.", True
+        elif self.drafter_spec == "mtp":
+            verdict, ok = "The target drafts for itself with the MTP head in its own file: nothing to match.", True
         else:
             verdict, ok = (engine.verdict.explain(), engine.verdict.compatible) if engine.verdict else ("", True)
         drafter_name = getattr(engine.drafter, "name", "none") if engine.drafter else "none"

@@ -20,7 +20,7 @@ The layers beneath, each a sub-package or module with one purpose:
 
 from engine.chat import ChatTemplate, Message, template_for, tokenize_prompt
 from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth, describe_depth, parse_depth
-from engine.drafting import Draft, Drafter, ModelDrafter, NgramDrafter, VerifyBatch
+from engine.drafting import Draft, Drafter, ModelDrafter, MtpDrafter, NgramDrafter, VerifyBatch
 from engine.errors import (
     ChatTemplateError,
     ContextFullError,
@@ -106,6 +106,7 @@ __all__ = [
     "ModelDrafter",
     "ModelFileError",
     "ModelNotAvailable",
+    "MtpDrafter",
     "NgramDrafter",
     "PairSpec",
     "PositionTally",

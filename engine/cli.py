@@ -194,7 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("prompt")
     chat.add_argument("--system", help="system prompt")
     chat.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
-    chat.add_argument("--drafter", default="default", help="default, none, ngram, a catalog name or a .gguf path")
+    chat.add_argument(
+        "--drafter",
+        default="default",
+        help="default, none, ngram, mtp (the target's own heads), a catalog name or a .gguf path",
+    )
     chat.add_argument(
         "--depth", type=_depth, default=2, help=f"drafted tokens per round, 0-{MAX_DEPTH} or {AUTO} (default 2)"
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.chat import Message, template_for, tokenize_prompt
 from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth
-from engine.drafting import Drafter, ModelDrafter, NgramDrafter
+from engine.drafting import Drafter, ModelDrafter, MtpDrafter, NgramDrafter
 from engine.errors import ContextFullError, DraftlightError, IncompatibleDrafter
 from engine.events import Event, RunStats
 from engine.measure.auto import AutoDepth, auto_depth_for
@@ -55,16 +55,21 @@ class Engine:
         """Resolve and load a pair; refuse an incompatible drafter with the reason."""
         options = options or RuntimeOptions()
         target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, progress)
-        target_model = Model(target_path, options)
-        drafter_obj, verdict = load_drafter(target_model, drafter, options, progress)
-        return cls(target_model, drafter_obj, options, verdict)
+        engine = cls(Model(target_path, options), None, options)
+        try:
+            engine.set_drafter(*load_drafter(engine.target, drafter, options, progress, target_ctx=engine.ctx))
+        except BaseException:
+            engine.close()
+            raise
+        return engine
 
     def set_drafter(self, drafter: Drafter | None, verdict: Verdict | None = None) -> None:
         old = self.drafter
         self.drafter, self.verdict = drafter, verdict
         self._auto = None
-        if isinstance(old, ModelDrafter) and old is not drafter:
-            old.close()
+        close = getattr(old, "close", None)
+        if close is not None and old is not drafter:
+            close()
 
     def swap_drafter(self, drafter: Drafter | None) -> None:
         """Use another drafter the caller keeps (and closes): the ruler's arms share one engine."""
@@ -154,8 +159,11 @@ class Engine:
         policy = self.depth_policy(config.depth, progress)
         drafter = self.drafter if policy.setting != 0 else None
         t0 = time.perf_counter()
+        reads_target = self.drafter is not None and self.drafter.needs_hidden_states
+        if reads_target:  # its head must see the whole prompt pass: no cached prefix it missed
+            self.forget()
         first_row, prefilled = self.ctx.prefill(prompt)
-        if drafter is not None:
+        if drafter is not None and not reads_target:
             if policy.choose() > 0:
                 drafter.prefill(prompt)
             else:  # Auto starts with speculation off: an empty drafter cache catches up if drafts start
@@ -175,12 +183,20 @@ def load_drafter(
     options: RuntimeOptions,
     progress: catalog.Progress | None = None,
     download: bool = True,
+    target_ctx: Context | None = None,
 ) -> tuple[Drafter | None, Verdict | None]:
-    """'none', 'ngram', 'default', a catalog name or a path; raises IncompatibleDrafter."""
+    """'none', 'ngram', 'mtp', 'default', a catalog name or a path; raises IncompatibleDrafter.
+
+    'mtp' is the target's own multi-token-prediction head, on the target's context.
+    """
     if spec is None or str(spec) == "none":
         return None, None
     if str(spec) == "ngram":
         return NgramDrafter(), None
+    if str(spec) == "mtp":
+        if target_ctx is None:
+            raise ValueError("an MTP head drafts on the target's context: pass target_ctx")
+        return MtpDrafter(target_ctx, max_depth=MAX_DEPTH), None
     path = catalog.resolve(catalog.DEFAULT_DRAFTER if str(spec) == "default" else spec, progress, download)
     model = Model(path, options)
     verdict = check(target, model)

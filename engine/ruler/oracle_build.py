@@ -30,7 +30,9 @@ from engine.models.catalog import cache_dir
 PACKAGE = "llama-cpp-python"
 SOURCE_ENV = "DRAFTLIGHT_LLAMA_SRC"
 SERVER = "llama-server"
-TARGETS = (SERVER,)
+# llama.cpp's own speculative loop, whose verbose log names every draft: the oracle for drafter kinds.
+SPECULATIVE_SIMPLE = "llama-speculative-simple"
+TARGETS = (SERVER, SPECULATIVE_SIMPLE)
 # Known sdists, so a mirror or pip fallback cannot hand us different source.
 SDIST_SHA256 = {"0.3.36": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"}
 PYPI_SIMPLE = "https://pypi.org/simple/llama-cpp-python/"
@@ -81,7 +83,7 @@ def cmake_flags(system: str | None = None, machine: str | None = None) -> list[s
     # Only the server is needed; no network at build time (UI assets, HTTPS).
     flags += [
         "-DLLAMA_BUILD_TESTS=OFF",
-        "-DLLAMA_BUILD_EXAMPLES=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=ON",  # only the targets named are built
         "-DLLAMA_BUILD_SERVER=ON",
         "-DLLAMA_BUILD_UI=OFF",
         "-DLLAMA_USE_PREBUILT_UI=OFF",

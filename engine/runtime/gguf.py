@@ -85,6 +85,12 @@ class GGUFInfo:
         return str(self.metadata.get("general.name", self.path.stem))
 
     @property
+    def nextn_layers(self) -> int:
+        """Multi-token-prediction (NextN) blocks the file carries for its own drafting."""
+        value = self.metadata.get(f"{self.architecture}.nextn_predict_layers", 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    @property
     def chat_template(self) -> str | None:
         value = self.metadata.get("tokenizer.chat_template")
         return value if isinstance(value, str) else None

@@ -11,10 +11,12 @@ import ctypes
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp.llama_cpp as llama
+import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
 from engine.errors import ContextFullError, ModelFileError, RuntimeFailure
@@ -99,6 +101,8 @@ class Model:
         params.n_gpu_layers = self.options.gpu_layers
         params.use_extra_bufts = not self.options.exact
         params.vocab_only = vocab_only
+        # A model's own MTP heads load with it, so it can draft for itself (engine.drafting.mtp).
+        params.load_mtp = self.info.nextn_layers > 0
         _log_state["recent"].clear()
         ptr = llama.llama_model_load_from_file(str(self.path).encode(), params)
         if not ptr:
@@ -189,6 +193,10 @@ class Model:
         self.close()
 
 
+# (tokens, position of the first, the model's hidden state per token: [len(tokens), n_embd])
+BatchObserver = Callable[[list[int], int, np.ndarray], None]
+
+
 class Context:
     """One inference context on a model: its KV cache, one reusable batch, timing."""
 
@@ -239,9 +247,35 @@ class Context:
         self.tokens: list[int] = []  # what the KV cache holds, position by position
         self.decode_s = 0.0  # time inside llama_decode and logits access, for overhead accounting
         self.rewinds_replayed = 0  # rewinds past the snapshots, done by decoding the kept tokens again
+        # Drafters that read the target's hidden states (an MTP head): every decoded batch.
+        self._observers: list[BatchObserver] = []
+        self._hidden_width = 0
         # How far back the latest batch can be undone: anything for a KV cache; for a
         # recurrent state, the snapshots llama.cpp keeps (0 where the architecture has none).
         self.rollback_depth = int(llama.llama_n_rs_seq(ptr)) if self.has_state else max_rows - 1
+
+    def observe_batches(self, observer: BatchObserver) -> Callable[[], None]:
+        """Hand every batch this context decodes to `observer`: its tokens, first position and the
+        model's hidden state for each token (the input of its MTP head). Returns the way to stop."""
+        if not self._observers:
+            llama_ext.llama_set_embeddings_nextn(self.ptr, True, False)  # a row for every token
+            self._hidden_width = int(llama.llama_model_n_embd_out(self.model.ptr))
+        self._observers.append(observer)
+
+        def stop() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+            if not self._observers and self.ptr:
+                llama_ext.llama_set_embeddings_nextn(self.ptr, False, False)
+
+        return stop
+
+    def _tell_observers(self, tokens: list[int], start: int) -> None:
+        n = len(tokens)
+        ptr = llama_ext.llama_get_embeddings_nextn(self.ptr)
+        hidden = np.ctypeslib.as_array(ptr, shape=(n * self._hidden_width,)).reshape(n, self._hidden_width).copy()
+        for observer in list(self._observers):
+            observer(tokens, start, hidden)
 
     @property
     def can_rewind(self) -> bool:
@@ -310,6 +344,8 @@ class Context:
             if last_chunk:
                 logits = self._logits_view()[: m if all_logits else 1]
             self.decode_s += time.perf_counter() - t0
+            if self._observers:
+                self._tell_observers(chunk, past)
             start += m
         assert logits is not None
         return logits

@@ -40,7 +40,7 @@ def _ones(n: int) -> np.ndarray:
     return np.ones(n, dtype=np.float32)
 
 
-def _writer(path: Path, arch: str, name: str, n_ff: int):
+def _writer(path: Path, arch: str, name: str, n_ff: int, blocks: int = 2):
     """A writer with the keys every model here shares: sizes and the test tokenizer."""
     import gguf
 
@@ -49,7 +49,7 @@ def _writer(path: Path, arch: str, name: str, n_ff: int):
     w.add_uint32(f"{arch}.vocab_size", N_VOCAB)
     w.add_uint32(f"{arch}.context_length", 256)
     w.add_uint32(f"{arch}.embedding_length", N_EMBD)
-    w.add_uint32(f"{arch}.block_count", 2)
+    w.add_uint32(f"{arch}.block_count", blocks)
     w.add_uint32(f"{arch}.feed_forward_length", n_ff)
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)
     w.add_string("tokenizer.ggml.model", "test")
@@ -97,16 +97,23 @@ def mamba(path: Path, seed: int = 7, stdev: float = 0.1) -> Path:
     return path
 
 
-def hybrid_qwen35(path: Path, seed: int = 42, stdev: float = 0.1) -> Path:
-    """A qwen35 model whose layer 0 is recurrent (needs state snapshots to roll back) and layer 1 attention."""
+def hybrid_qwen35(path: Path, seed: int = 42, stdev: float = 0.1, nextn: bool = False) -> Path:
+    """A qwen35 model whose layer 0 is recurrent (needs state snapshots to roll back) and layer 1 attention.
+
+    With `nextn`, a third block is its multi-token-prediction head, as Qwen 3.5 ships one: an
+    attention block after `nextn.eh_proj`, which mixes the token's embedding with the trunk's
+    hidden state before it (llama.cpp's qwen35 MTP graph).
+    """
     arch = "qwen35"
     weight, ones = _random(seed, stdev), _ones
-    w = _writer(path, arch, "draftlight test hybrid", N_FF)
+    w = _writer(path, arch, "draftlight test hybrid" + (" with MTP" if nextn else ""), N_FF, 3 if nextn else 2)
+    if nextn:  # the head is the last block
+        w.add_uint32(f"{arch}.nextn_predict_layers", 1)
     w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
     w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)
     w.add_uint32(f"{arch}.attention.key_length", HEAD_DIM)
     w.add_uint32(f"{arch}.attention.value_length", HEAD_DIM)
-    w.add_array(f"{arch}.attention.recurrent_layers", [1, 0])
+    w.add_array(f"{arch}.attention.recurrent_layers", [1, 0, 0] if nextn else [1, 0])
     w.add_uint32(f"{arch}.full_attention_interval", 2)
     w.add_uint32(f"{arch}.rope.dimension_count", HEAD_DIM)
     w.add_array(f"{arch}.rope.dimension_sections", [32, 32, 32, 32])
@@ -133,16 +140,23 @@ def hybrid_qwen35(path: Path, seed: int = 42, stdev: float = 0.1) -> Path:
     w.add_tensor("blk.0.ssm_a", -np.abs(weight(SSM_RANK)) - 0.1)  # decay: negative, as trained models have it
     w.add_tensor("blk.0.ssm_alpha.weight", weight(N_EMBD, SSM_RANK))
     w.add_tensor("blk.0.ssm_beta.weight", weight(N_EMBD, SSM_RANK))
-    # layer 1: attention
-    w.add_tensor("blk.1.attn_norm.weight", ones(N_EMBD))
-    w.add_tensor("blk.1.post_attention_norm.weight", ones(N_EMBD))
-    w.add_tensor("blk.1.attn_q_norm.weight", ones(HEAD_DIM))
-    w.add_tensor("blk.1.attn_k_norm.weight", ones(HEAD_DIM))
-    w.add_tensor("blk.1.attn_q.weight", weight(N_EMBD, 2 * N_HEAD * HEAD_DIM))  # queries and their gate
-    w.add_tensor("blk.1.attn_k.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
-    w.add_tensor("blk.1.attn_v.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
-    w.add_tensor("blk.1.attn_output.weight", weight(N_HEAD * HEAD_DIM, N_EMBD))
-    for layer in (0, 1):
+    # layer 1 (and the MTP head's block): attention
+    attention = (1, 2) if nextn else (1,)
+    for layer in attention:
+        b = f"blk.{layer}."
+        w.add_tensor(b + "attn_norm.weight", ones(N_EMBD))
+        w.add_tensor(b + "post_attention_norm.weight", ones(N_EMBD))
+        w.add_tensor(b + "attn_q_norm.weight", ones(HEAD_DIM))
+        w.add_tensor(b + "attn_k_norm.weight", ones(HEAD_DIM))
+        w.add_tensor(b + "attn_q.weight", weight(N_EMBD, 2 * N_HEAD * HEAD_DIM))  # queries and their gate
+        w.add_tensor(b + "attn_k.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
+        w.add_tensor(b + "attn_v.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
+        w.add_tensor(b + "attn_output.weight", weight(N_HEAD * HEAD_DIM, N_EMBD))
+    if nextn:
+        w.add_tensor("blk.2.nextn.eh_proj.weight", weight(2 * N_EMBD, N_EMBD))
+        w.add_tensor("blk.2.nextn.enorm.weight", ones(N_EMBD))
+        w.add_tensor("blk.2.nextn.hnorm.weight", ones(N_EMBD))
+    for layer in (0, *attention):
         w.add_tensor(f"blk.{layer}.ffn_gate.weight", weight(N_EMBD, N_FF))
         w.add_tensor(f"blk.{layer}.ffn_up.weight", weight(N_EMBD, N_FF))
         w.add_tensor(f"blk.{layer}.ffn_down.weight", weight(N_FF, N_EMBD))
