@@ -10,13 +10,14 @@ second model's pass.
 
 from __future__ import annotations
 
+import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, VerifyBatch
 from engine.errors import RuntimeFailure
 from engine.runtime import Context
-from engine.runtime.heads import HeadContext
+from engine.runtime.heads import mtp_head
 from engine.sampling import Sampler
 
 
@@ -28,7 +29,8 @@ class MtpDrafter:
     needs_hidden_states = True
 
     def __init__(self, target: Context, max_depth: int = MAX_DEPTH) -> None:
-        self.head = HeadContext(target)  # refuses a model without heads, in a sentence
+        self.head = mtp_head(target)  # refuses a model without heads, in a sentence
+        self.n_heads = int(llama.llama_model_n_layer_nextn(target.model.ptr))
         self.ctx = self.head  # for the round's accounting of time inside llama.cpp
         self.name = f"{target.model.name} MTP head"
         self.max_depth = max_depth

@@ -1,9 +1,11 @@
-"""A context on a model's own draft heads: MTP (NextN) blocks that ride on the target.
+"""Contexts for drafters that read the target: a model's own MTP (NextN) head, a DFlash drafter.
 
-The head reads pairs (token at position p, the target's hidden state at p-1) and answers
-with logits and its own hidden state for the next step, as llama.cpp's draft-mtp driver
-feeds it (common/speculative.cpp). It shares the target's weights (one model, a second
-context of type MTP) and keeps its own small KV cache, whose suffix can always be dropped.
+A draft context decodes entries that carry a token, a token with a hidden-state row, or a
+row alone (DFlash writes the target's features into its cache that way), as llama.cpp's
+drivers feed theirs (common/speculative.cpp, through llama_batch_ext). The MTP head shares
+the target's weights (one model, a second context of type MTP); a DFlash drafter is a model
+of its own that may borrow the target's embeddings (`ctx_other`). Either keeps its own
+small KV cache, whose suffix can always be dropped.
 """
 
 from __future__ import annotations
@@ -20,60 +22,92 @@ from engine.runtime.llama import KV_TYPES, Context, _log_state
 
 _FLOATS = ctypes.POINTER(ctypes.c_float)
 
-# (token, position, the hidden state it reads or None, whether its logits are wanted)
-Entry = tuple[int, int, np.ndarray | None, bool]
+# (token, or None for a row alone; position; the hidden-state row it carries, or None; whether its logits are wanted)
+Entry = tuple[int | None, int, np.ndarray | None, bool]
 
 
-class HeadContext:
-    """The MTP head of `target`'s model, on its own KV cache."""
+def _bind(symbol: str, argtypes: list, restype):
+    """A llama.cpp function exported under its C++ name only (src/llama-ext.h)."""
+    fn = getattr(llama._lib, symbol)
+    fn.argtypes, fn.restype = argtypes, restype
+    return fn
 
-    def __init__(self, target: Context) -> None:
-        model = target.model
-        self.n_heads = int(llama.llama_model_n_layer_nextn(model.ptr))
-        if self.n_heads <= 0:
-            raise IncompatibleDrafter(
-                f"{model.name} has no multi-token-prediction (NextN) heads, so it cannot draft for itself: "
-                "choose a draft model or the n-gram drafter."
-            )
+
+def set_layer_inputs(ctx_ptr, layer: int, on: bool) -> None:
+    """Ask a context to keep the input of trunk layer `layer` for every token it decodes."""
+    args = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_bool]
+    _bind("_Z30llama_set_embeddings_layer_inpP13llama_contextjb", args, None)(ctx_ptr, layer, on)
+
+
+def layer_inputs(ctx_ptr, layer: int, n_tokens: int, width: int) -> np.ndarray:
+    """The input of trunk layer `layer` for each token of the last batch: [n_tokens, width], a copy."""
+    fn = _bind("_Z30llama_get_embeddings_layer_inpP13llama_contextj", [ctypes.c_void_p, ctypes.c_uint32], _FLOATS)
+    return np.ctypeslib.as_array(fn(ctx_ptr, layer), shape=(n_tokens * width,)).reshape(n_tokens, width).copy()
+
+
+def target_layers(model_ptr) -> list[int]:
+    """Which target layers a drafter (EAGLE-3, DFlash) reads, from its file."""
+    ids = _bind("_Z28llama_model_target_layer_idsPK11llama_model", [ctypes.c_void_p], ctypes.POINTER(ctypes.c_int32))
+    count = _bind("_Z30llama_model_target_layer_ids_nPK11llama_model", [ctypes.c_void_p], ctypes.c_uint32)
+    n = int(count(model_ptr))
+    found = ids(model_ptr) if n else None
+    return [int(found[i]) for i in range(n)] if found else []
+
+
+class DraftContext:
+    """A drafter's context beside the target's: its own KV cache, entries in, logits and states out."""
+
+    def __init__(self, model, target: Context, what: str, outputs: int = 1, mtp: bool = False) -> None:
         self.model = model
+        self.what = what  # for sentences: "the MTP head", "the DFlash drafter"
         self.width = int(llama.llama_model_n_embd_out(model.ptr))
         params = llama.llama_context_default_params()
         params.n_ctx = target.n_ctx
-        params.n_batch = params.n_ubatch = target.capacity
+        params.n_batch = params.n_ubatch = max(target.capacity, outputs)
         params.n_seq_max = 1
-        params.n_outputs_max = params.n_outputs_max_per_seq = 1  # one draft step at a time
+        params.n_outputs_max = params.n_outputs_max_per_seq = outputs
         params.n_threads = params.n_threads_batch = target.options.threads
         params.type_k = params.type_v = KV_TYPES[target.options.kv_type]
-        params.ctx_type = llama.LLAMA_CONTEXT_TYPE_MTP
+        if mtp:
+            params.ctx_type = llama.LLAMA_CONTEXT_TYPE_MTP
         params.ctx_other = target.ptr
         params.no_perf = True
         ptr = llama.llama_init_from_model(model.ptr, params)
         if not ptr:
             reason = "; ".join(_log_state["recent"]) or "out of memory?"
-            raise RuntimeFailure(f"llama.cpp could not make a context on {model.name}'s MTP head: {reason}")
+            raise RuntimeFailure(f"llama.cpp could not make a context for {what}: {reason}")
         self.ptr = ptr
-        llama_ext.llama_set_embeddings_nextn(ptr, True, True)  # the head's own state, per output row
         self.memory = llama.llama_get_memory(ptr)
         self.n_vocab = model.n_vocab
         self._batch = llama.llama_batch_ext_init(ptr)
-        self.n_past = 0  # positions the head's cache holds
+        self.n_past = 0  # positions the cache holds
         self.decode_s = 0.0
+
+    def keep_hidden_states(self, masked: bool = True) -> None:
+        """Hand out the drafter's own hidden state (its next step's input), per output row."""
+        llama_ext.llama_set_embeddings_nextn(self.ptr, True, masked)
 
     def decode(self, entries: list[Entry]) -> tuple[np.ndarray, np.ndarray]:
         """Decode entries in one batch; return (logits, hidden state) rows of the outputs, copies."""
         b = self._batch
         llama.llama_batch_ext_clear(b)
         outputs = []
-        keep_alive = []
+        rows = []  # alive until the batch is decoded
         for token, pos, hidden, output in entries:
-            i = llama.llama_batch_ext_add_token(b, 0, token)
+            row = None if hidden is None else np.ascontiguousarray(hidden, dtype=np.float32)
+            embd = None if row is None else llama.llama_embd(row.ctypes.data_as(_FLOATS), 1, row.size)
+            rows.append(row)
+            if token is None:  # a row alone; positions as M-RoPE wants them: (p, p, p, 0)
+                i = llama.llama_batch_ext_add_embd(b, 0, embd)
+                positions = (ctypes.c_int32 * 4)(pos, pos, pos, 0)
+            else:
+                i = llama.llama_batch_ext_add_token(b, 0, token)
+                positions = (ctypes.c_int32 * 1)(pos)
             if i < 0:
-                raise RuntimeFailure(f"the MTP head's batch refused token {token} (code {i}).")
-            llama.llama_batch_ext_set_pos(b, i, (ctypes.c_int32 * 1)(pos))
-            if hidden is not None:
-                row = np.ascontiguousarray(hidden, dtype=np.float32)
-                keep_alive.append(row)
-                llama.llama_batch_ext_set_embd_token(b, i, llama.llama_embd(row.ctypes.data_as(_FLOATS), 1, row.size))
+                raise RuntimeFailure(f"{self.what}'s batch refused an entry (code {i}).")
+            llama.llama_batch_ext_set_pos(b, i, positions)
+            if token is not None and embd is not None:
+                llama.llama_batch_ext_set_embd_token(b, i, embd)
             if output:
                 llama.llama_batch_ext_set_output_logits(b, i, True)
                 outputs.append(i)
@@ -81,17 +115,17 @@ class HeadContext:
         rc = llama.llama_process(self.ptr, llama.LLAMA_PROCESS_TYPE_DECODE, b)
         if rc != 0:
             self.decode_s += time.perf_counter() - t0
-            raise RuntimeFailure(f"llama.cpp failed to run the MTP head on {len(entries)} tokens (code {rc}).")
+            raise RuntimeFailure(f"llama.cpp failed to run {self.what} on {len(entries)} entries (code {rc}).")
         logits = np.empty((len(outputs), self.n_vocab), dtype=np.float32)
-        hidden_out = np.empty((len(outputs), self.width), dtype=np.float32)
+        states = np.zeros((len(outputs), self.width), dtype=np.float32)
         for row, i in enumerate(outputs):
             logits[row] = np.ctypeslib.as_array(llama.llama_get_logits_ith(self.ptr, i), shape=(self.n_vocab,))
-            hidden_out[row] = np.ctypeslib.as_array(
-                llama_ext.llama_get_embeddings_nextn_ith(self.ptr, i), shape=(self.width,)
-            )
+            state = llama_ext.llama_get_embeddings_nextn_ith(self.ptr, i)
+            if state:
+                states[row] = np.ctypeslib.as_array(state, shape=(self.width,))
         self.decode_s += time.perf_counter() - t0
         self.n_past = max(self.n_past, max(pos for _, pos, _, _ in entries) + 1)
-        return logits, hidden_out
+        return logits, states
 
     def rewind(self, keep: int) -> None:
         """Forget positions from `keep` on (a plain KV cache: always possible)."""
@@ -114,3 +148,16 @@ class HeadContext:
 
     def __del__(self) -> None:
         self.close()
+
+
+def mtp_head(target: Context) -> DraftContext:
+    """The MTP head of `target`'s model on its own KV cache; a model without heads is refused in a sentence."""
+    model = target.model
+    if int(llama.llama_model_n_layer_nextn(model.ptr)) <= 0:
+        raise IncompatibleDrafter(
+            f"{model.name} has no multi-token-prediction (NextN) heads, so it cannot draft for itself: "
+            "choose a draft model or the n-gram drafter."
+        )
+    head = DraftContext(model, target, "the MTP head", outputs=1, mtp=True)
+    head.keep_hidden_states(masked=True)
+    return head

@@ -193,8 +193,8 @@ class Model:
         self.close()
 
 
-# (tokens, position of the first, the model's hidden state per token: [len(tokens), n_embd])
-BatchObserver = Callable[[list[int], int, np.ndarray], None]
+# (tokens, position of the first, the model's hidden state per token, [len(tokens), n_embd], or None)
+BatchObserver = Callable[[list[int], int, "np.ndarray | None"], None]
 
 
 class Context:
@@ -248,34 +248,41 @@ class Context:
         self.decode_s = 0.0  # time inside llama_decode and logits access, for overhead accounting
         self.rewinds_replayed = 0  # rewinds past the snapshots, done by decoding the kept tokens again
         # Drafters that read the target's hidden states (an MTP head): every decoded batch.
-        self._observers: list[BatchObserver] = []
+        self._observers: list[tuple[BatchObserver, bool]] = []  # and whether it wants hidden states
         self._hidden_width = 0
         # How far back the latest batch can be undone: anything for a KV cache; for a
         # recurrent state, the snapshots llama.cpp keeps (0 where the architecture has none).
         self.rollback_depth = int(llama.llama_n_rs_seq(ptr)) if self.has_state else max_rows - 1
 
-    def observe_batches(self, observer: BatchObserver) -> Callable[[], None]:
-        """Hand every batch this context decodes to `observer`: its tokens, first position and the
-        model's hidden state for each token (the input of its MTP head). Returns the way to stop."""
-        if not self._observers:
-            llama_ext.llama_set_embeddings_nextn(self.ptr, True, False)  # a row for every token
-            self._hidden_width = int(llama.llama_model_n_embd_out(self.model.ptr))
-        self._observers.append(observer)
+    def observe_batches(self, observer: BatchObserver, hidden_states: bool = True) -> Callable[[], None]:
+        """Hand every batch this context decodes to `observer`: its tokens, first position and, where
+        asked, the model's hidden state for each token (the input of its MTP head; else None).
+        Returns the way to stop."""
+        entry = (observer, hidden_states)
+        self._observers.append(entry)
+        self._want_hidden_states()
 
         def stop() -> None:
-            if observer in self._observers:
-                self._observers.remove(observer)
-            if not self._observers and self.ptr:
-                llama_ext.llama_set_embeddings_nextn(self.ptr, False, False)
+            if entry in self._observers:
+                self._observers.remove(entry)
+            if self.ptr:
+                self._want_hidden_states()
 
         return stop
 
+    def _want_hidden_states(self) -> None:
+        wanted = any(hidden for _, hidden in self._observers)
+        llama_ext.llama_set_embeddings_nextn(self.ptr, wanted, False)  # unmasked: a row for every token
+        self._hidden_width = int(llama.llama_model_n_embd_out(self.model.ptr)) if wanted else 0
+
     def _tell_observers(self, tokens: list[int], start: int) -> None:
-        n = len(tokens)
-        ptr = llama_ext.llama_get_embeddings_nextn(self.ptr)
-        hidden = np.ctypeslib.as_array(ptr, shape=(n * self._hidden_width,)).reshape(n, self._hidden_width).copy()
-        for observer in list(self._observers):
-            observer(tokens, start, hidden)
+        n, width = len(tokens), self._hidden_width
+        hidden = None
+        if width:
+            ptr = llama_ext.llama_get_embeddings_nextn(self.ptr)
+            hidden = np.ctypeslib.as_array(ptr, shape=(n * width,)).reshape(n, width).copy()
+        for observer, wants in list(self._observers):
+            observer(tokens, start, hidden if wants else None)
 
     @property
     def can_rewind(self) -> bool:

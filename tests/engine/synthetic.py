@@ -1,8 +1,9 @@
 """Tiny random-weight GGUF models written at test time: architectures no download offers here.
 
 `hybrid_qwen35(path)` writes a two-layer qwen35 model (layer 0 a gated delta-net recurrent
-layer, layer 1 attention); `mamba(path)` a two-layer pure state-space model, an
-architecture whose state llama.cpp cannot roll back. Both are 256 wide, with llama.cpp's
+layer, layer 1 attention), optionally with an MTP head; `mamba(path)` a two-layer pure
+state-space model, an architecture whose state llama.cpp cannot roll back; `dflash(path)`
+a one-layer DFlash drafter for the qwen35 model, reading its layers 0 and 1. Both are 256 wide, with llama.cpp's
 "test" tokenizer of 128 tokens: the shapes and keys llama.cpp's own
 tests/test-llama-archs.cpp gives them. Weights are seeded, so a file is the same on every
 machine. Never committed: tests write them into a temporary folder.
@@ -160,5 +161,41 @@ def hybrid_qwen35(path: Path, seed: int = 42, stdev: float = 0.1, nextn: bool = 
         w.add_tensor(f"blk.{layer}.ffn_gate.weight", weight(N_EMBD, N_FF))
         w.add_tensor(f"blk.{layer}.ffn_up.weight", weight(N_EMBD, N_FF))
         w.add_tensor(f"blk.{layer}.ffn_down.weight", weight(N_FF, N_EMBD))
+    _finish(w)
+    return path
+
+
+def dflash(path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...] = ()) -> Path:
+    """A DFlash drafter for hybrid_qwen35: a block of 4 (3 drafts), mask token 127, no embeddings of its own.
+
+    With `vocab` it may only ever draft those target tokens (a `d2t` map and an output layer
+    of its own), which makes some drafts land on a random target.
+    """
+    arch, head_dim = "dflash", N_EMBD // N_HEAD
+    weight = _random(seed, stdev)
+    w = _writer(path, arch, "draftlight test dflash", N_FF, blocks=1)
+    w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
+    w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)
+    w.add_float32(f"{arch}.rope.freq_base", 10000.0)
+    w.add_array(f"{arch}.target_layers", [0, 1])
+    w.add_uint32(f"{arch}.block_size", 4)
+    w.add_uint32("tokenizer.ggml.mask_token_id", N_VOCAB - 1)
+    w.add_tensor("fc.weight", weight(2 * N_EMBD, N_EMBD))
+    w.add_tensor("enc.output_norm.weight", 1 + weight(N_EMBD))
+    w.add_tensor("output_norm.weight", 1 + weight(N_EMBD))
+    w.add_tensor("blk.0.attn_norm.weight", 1 + weight(N_EMBD))
+    w.add_tensor("blk.0.attn_q.weight", weight(N_EMBD, N_HEAD * head_dim))
+    w.add_tensor("blk.0.attn_k.weight", weight(N_EMBD, N_HEAD * head_dim))
+    w.add_tensor("blk.0.attn_v.weight", weight(N_EMBD, N_HEAD * head_dim))
+    w.add_tensor("blk.0.attn_output.weight", weight(N_HEAD * head_dim, N_EMBD))
+    w.add_tensor("blk.0.attn_q_norm.weight", 1 + weight(head_dim))
+    w.add_tensor("blk.0.attn_k_norm.weight", 1 + weight(head_dim))
+    w.add_tensor("blk.0.ffn_norm.weight", 1 + weight(N_EMBD))
+    w.add_tensor("blk.0.ffn_gate.weight", weight(N_EMBD, N_FF))
+    w.add_tensor("blk.0.ffn_up.weight", weight(N_EMBD, N_FF))
+    w.add_tensor("blk.0.ffn_down.weight", weight(N_FF, N_EMBD))
+    if vocab:
+        w.add_tensor("d2t", np.array(vocab, dtype=np.int64))
+        w.add_tensor("output.weight", weight(N_EMBD, len(vocab)))
     _finish(w)
     return path
