@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.chat import Message, template_for, tokenize_prompt
 from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth
-from engine.drafting import DflashDrafter, Drafter, ModelDrafter, MtpDrafter, NgramDrafter
+from engine.drafting import DflashDrafter, Drafter, Eagle3Drafter, ModelDrafter, MtpDrafter, NgramDrafter
 from engine.errors import ContextFullError, DraftlightError, IncompatibleDrafter
 from engine.events import Event, RunStats
 from engine.measure.auto import AutoDepth, auto_depth_for
@@ -203,23 +203,16 @@ def load_drafter(
     if not verdict.compatible:
         model.close()
         raise IncompatibleDrafter(verdict.explain())
-    kind = model.info.architecture
-    if kind == "dflash" and target_ctx is not None:
+    reader = {"dflash": DflashDrafter, "eagle3": Eagle3Drafter}.get(model.info.architecture)
+    if reader is not None:
+        if target_ctx is None:
+            model.close()
+            raise IncompatibleDrafter(f"{model.name} reads the target's layers: load it beside a loaded target.")
         try:
-            return DflashDrafter(model, target_ctx, max_depth=MAX_DEPTH), verdict
+            return reader(model, target_ctx, max_depth=MAX_DEPTH), verdict
         except BaseException:
             model.close()
             raise
-    if kind in ("dflash", "eagle3"):
-        model.close()
-        raise IncompatibleDrafter(
-            f"{model.name} is {'a DFlash' if kind == 'dflash' else 'an EAGLE-3'} drafter, which reads the target's "
-            + (
-                "layers: load it beside a loaded target."
-                if kind == "dflash"
-                else "layers; EAGLE-3 is not supported yet."
-            )
-        )
     return ModelDrafter(model, options, max_depth=MAX_DEPTH), verdict
 
 

@@ -83,6 +83,31 @@ class DraftContext:
         self.n_past = 0  # positions the cache holds
         self.decode_s = 0.0
 
+    def encode(self, rows: np.ndarray, first_pos: int) -> np.ndarray:
+        """Run the drafter's encoder over feature rows (EAGLE-3): its output per row, [n, width]; no cache change."""
+        b = self._batch
+        llama.llama_batch_ext_clear(b)
+        rows = np.ascontiguousarray(rows, dtype=np.float32)
+        for j, row in enumerate(rows):
+            i = llama.llama_batch_ext_add_embd(b, 0, llama.llama_embd(row.ctypes.data_as(_FLOATS), 1, row.size))
+            if i < 0:
+                raise RuntimeFailure(f"{self.what}'s encoder batch refused a row (code {i}).")
+            llama.llama_batch_ext_set_pos(b, i, (ctypes.c_int32 * 4)(first_pos + j, 0, 0, 0))
+            llama.llama_batch_ext_set_output_logits(b, i, True)
+        t0 = time.perf_counter()
+        rc = llama.llama_process(self.ptr, llama.LLAMA_PROCESS_TYPE_ENCODE, b)
+        if rc != 0:
+            self.decode_s += time.perf_counter() - t0
+            raise RuntimeFailure(f"llama.cpp failed to run {self.what}'s encoder on {len(rows)} rows (code {rc}).")
+        ptr = llama_ext.llama_get_embeddings_nextn(self.ptr)
+        out = np.ctypeslib.as_array(ptr, shape=(len(rows) * self.width,)).reshape(len(rows), self.width).copy()
+        self.decode_s += time.perf_counter() - t0
+        return out
+
+    def last_position(self) -> int:
+        """The last position the cache holds (-1 when empty)."""
+        return int(llama.llama_memory_seq_pos_max(self.memory, 0))
+
     def keep_hidden_states(self, masked: bool = True) -> None:
         """Hand out the drafter's own hidden state (its next step's input), per output row."""
         llama_ext.llama_set_embeddings_nextn(self.ptr, True, masked)
@@ -129,8 +154,6 @@ class DraftContext:
 
     def rewind(self, keep: int) -> None:
         """Forget positions from `keep` on (a plain KV cache: always possible)."""
-        if keep >= self.n_past:
-            return
         t0 = time.perf_counter()
         llama.llama_memory_seq_rm(self.memory, 0, keep, -1)
         self.decode_s += time.perf_counter() - t0

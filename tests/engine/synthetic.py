@@ -199,3 +199,34 @@ def dflash(path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...]
         w.add_tensor("output.weight", weight(N_EMBD, len(vocab)))
     _finish(w)
     return path
+
+
+def eagle3(path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...] = ()) -> Path:
+    """An EAGLE-3 drafter for hybrid_qwen35: reads its layers 0 and 1 and its final state; no embeddings of its own.
+
+    With `vocab` it may only ever draft those target tokens (a `d2t` map and an output layer).
+    """
+    arch = "eagle3"
+    weight = _random(seed, stdev)
+    w = _writer(path, arch, "draftlight test eagle3", N_FF, blocks=1)
+    w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
+    w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)
+    w.add_float32(f"{arch}.rope.freq_base", 10000.0)
+    w.add_array(f"{arch}.target_layers", [0, 1, 2])  # 2: past the target's last layer, its final state
+    w.add_uint32(f"{arch}.target_hidden_size", N_EMBD)
+    w.add_tensor("fc.weight", weight(3 * N_EMBD, N_EMBD))
+    w.add_tensor("blk.0.attn_norm.weight", 1 + weight(N_EMBD))
+    w.add_tensor("blk.0.attn_norm_2.weight", 1 + weight(N_EMBD))
+    for name in ("attn_q", "attn_k", "attn_v"):  # over the token's embedding and g, side by side
+        w.add_tensor(f"blk.0.{name}.weight", weight(2 * N_EMBD, N_EMBD))
+    w.add_tensor("blk.0.attn_output.weight", weight(N_EMBD, N_EMBD))
+    w.add_tensor("blk.0.ffn_norm.weight", 1 + weight(N_EMBD))
+    w.add_tensor("blk.0.ffn_gate.weight", weight(N_EMBD, N_FF))
+    w.add_tensor("blk.0.ffn_up.weight", weight(N_EMBD, N_FF))
+    w.add_tensor("blk.0.ffn_down.weight", weight(N_FF, N_EMBD))
+    w.add_tensor("output_norm.weight", 1 + weight(N_EMBD))
+    if vocab:
+        w.add_tensor("d2t", np.array(vocab, dtype=np.int64))
+        w.add_tensor("output.weight", weight(N_EMBD, len(vocab)))
+    _finish(w)
+    return path
