@@ -100,6 +100,7 @@ class SidePanel(QWidget):
         self.drafter.addItem(f"{catalog.DEFAULT_DRAFTER.title} (default)", "default")
         self.drafter.addItem("n-gram prompt lookup (no model)", "ngram")
         self.drafter.addItem("The target's own MTP head (Qwen 3.5 and others)", "mtp")
+        self.drafter.addItem("Find one for this target (auto)", "auto")
         self.drafter.addItem("None (speculation off)", "none")
         for path in self.recent_files:
             name = Path(path).name

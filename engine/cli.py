@@ -61,6 +61,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     set_verbose(args.verbose)
     progress = None if args.json else terminal_progress()
     engine = Engine.load(args.target, args.drafter, _runtime_options(args), progress)
+    if args.drafter == "auto" and engine.verdict is not None and not args.json:
+        print(engine.verdict.explain(), file=sys.stderr)  # what auto found, and why it fits
     if engine.notice and not args.json:
         print(engine.notice, file=sys.stderr)
     policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box
@@ -197,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--drafter",
         default="default",
-        help="default, none, ngram, mtp (the target's own heads), a catalog name or a .gguf path",
+        help="default, none, ngram, mtp (the target's own heads), auto (find one: heads, a drafter file beside "
+        "the target, a smaller model of its family), a catalog name or a .gguf path (a draft model, DFlash, EAGLE-3)",
     )
     chat.add_argument(
         "--depth", type=_depth, default=2, help=f"drafted tokens per round, 0-{MAX_DEPTH} or {AUTO} (default 2)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.chat import Message, template_for, tokenize_prompt
@@ -18,6 +18,7 @@ from engine.measure.probe import ProbeResult, batch_invariance
 from engine.measure.profile import saved_pair_profile, saved_target_profile
 from engine.models import catalog
 from engine.models.compat import Verdict, check
+from engine.models.discover import discover
 from engine.runtime import Context, Model, RuntimeOptions
 from engine.speculative import GenerationConfig, Prefill, generate
 
@@ -185,12 +186,19 @@ def load_drafter(
     download: bool = True,
     target_ctx: Context | None = None,
 ) -> tuple[Drafter | None, Verdict | None]:
-    """'none', 'ngram', 'mtp', 'default', a catalog name or a path; raises IncompatibleDrafter.
+    """'none', 'ngram', 'mtp', 'auto', 'default', a catalog name or a path; raises IncompatibleDrafter.
 
-    'mtp' is the target's own multi-token-prediction head, on the target's context.
+    'mtp' is the target's own multi-token-prediction head, on the target's context; 'auto'
+    finds a drafter (engine.models.discover) and the verdict says what it found and why.
     """
     if spec is None or str(spec) == "none":
         return None, None
+    if str(spec) == "auto":
+        found = discover(target.path)
+        if found.spec is None:
+            return None, Verdict(False, (), found.said)
+        drafter, verdict = load_drafter(target, found.spec, options, progress, download, target_ctx)
+        return drafter, replace(verdict or Verdict(True), found=found.said)
     if str(spec) == "ngram":
         return NgramDrafter(), None
     if str(spec) == "mtp":
@@ -203,6 +211,12 @@ def load_drafter(
     if not verdict.compatible:
         model.close()
         raise IncompatibleDrafter(verdict.explain())
+    if model.info.nextn_layers and model.info.architecture == target.info.architecture and target_ctx is not None:
+        try:  # a file of the target's MTP heads alone, beside the target
+            return MtpDrafter(target_ctx, max_depth=MAX_DEPTH, sidecar=model), verdict
+        except BaseException:
+            model.close()
+            raise
     reader = {"dflash": DflashDrafter, "eagle3": Eagle3Drafter}.get(model.info.architecture)
     if reader is not None:
         if target_ctx is None:

@@ -16,7 +16,7 @@ import numpy as np
 from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, VerifyBatch
 from engine.errors import RuntimeFailure
-from engine.runtime import Context
+from engine.runtime import Context, Model
 from engine.runtime.heads import mtp_head
 from engine.sampling import Sampler
 
@@ -28,11 +28,13 @@ class MtpDrafter:
     has_distribution = True
     needs_hidden_states = True
 
-    def __init__(self, target: Context, max_depth: int = MAX_DEPTH) -> None:
-        self.head = mtp_head(target)  # refuses a model without heads, in a sentence
-        self.n_heads = int(llama.llama_model_n_layer_nextn(target.model.ptr))
+    def __init__(self, target: Context, max_depth: int = MAX_DEPTH, sidecar: Model | None = None) -> None:
+        """The heads in the target's own file, or in `sidecar`, a file of them alone (which this drafter then owns)."""
+        self.head = mtp_head(target, sidecar)  # refuses a model without heads, in a sentence
+        self.sidecar = sidecar
+        self.n_heads = int(llama.llama_model_n_layer_nextn((sidecar or target.model).ptr))
         self.ctx = self.head  # for the round's accounting of time inside llama.cpp
-        self.name = f"{target.model.name} MTP head"
+        self.name = f"{target.model.name} MTP head" + (f" ({sidecar.path.name})" if sidecar else "")
         self.max_depth = max_depth
         self.target = target
         self._pending = np.zeros(self.head.width, dtype=np.float32)  # hidden state before the next token
@@ -92,3 +94,5 @@ class MtpDrafter:
     def close(self) -> None:
         self._stop()
         self.head.close()
+        if self.sidecar is not None:
+            self.sidecar.close()

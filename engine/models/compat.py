@@ -24,11 +24,16 @@ VOCAB_TYPES = {
 class Verdict:
     compatible: bool
     reasons: tuple[str, ...] = field(default=())
+    found: str = ""  # with `--drafter auto`: what was found, and why, in a sentence
 
     def explain(self) -> str:
         if self.compatible:
-            return "The drafter shares the target's vocabulary: it can draft for it."
-        return "The drafter cannot draft for this target: " + "; ".join(self.reasons) + "."
+            rule = "The drafter shares the target's vocabulary: it can draft for it."
+        elif self.reasons:
+            rule = "The drafter cannot draft for this target: " + "; ".join(self.reasons) + "."
+        else:
+            rule = ""
+        return " ".join(part for part in (self.found, rule) if part)
 
 
 def _quote(text: str) -> str:

@@ -173,9 +173,12 @@ class DraftContext:
         self.close()
 
 
-def mtp_head(target: Context) -> DraftContext:
-    """The MTP head of `target`'s model on its own KV cache; a model without heads is refused in a sentence."""
-    model = target.model
+def mtp_head(target: Context, sidecar=None) -> DraftContext:
+    """The MTP head of `target`'s model (or of a file of its heads alone) on its own KV cache.
+
+    A model without heads is refused in a sentence.
+    """
+    model = sidecar or target.model
     if int(llama.llama_model_n_layer_nextn(model.ptr)) <= 0:
         raise IncompatibleDrafter(
             f"{model.name} has no multi-token-prediction (NextN) heads, so it cannot draft for itself: "

@@ -98,16 +98,29 @@ def mamba(path: Path, seed: int = 7, stdev: float = 0.1) -> Path:
     return path
 
 
-def hybrid_qwen35(path: Path, seed: int = 42, stdev: float = 0.1, nextn: bool = False) -> Path:
+def hybrid_qwen35(
+    path: Path, seed: int = 42, stdev: float = 0.1, nextn: bool = False, heads_only: bool = False
+) -> Path:
     """A qwen35 model whose layer 0 is recurrent (needs state snapshots to roll back) and layer 1 attention.
 
     With `nextn`, a third block is its multi-token-prediction head, as Qwen 3.5 ships one: an
     attention block after `nextn.eh_proj`, which mixes the token's embedding with the trunk's
-    hidden state before it (llama.cpp's qwen35 MTP graph).
+    hidden state before it (llama.cpp's qwen35 MTP graph). With `heads_only` (and `nextn`) the
+    file holds that head alone, with the embeddings and output: a sidecar of the same model,
+    its weights equal to the full file's.
     """
     arch = "qwen35"
     weight, ones = _random(seed, stdev), _ones
     w = _writer(path, arch, "draftlight test hybrid" + (" with MTP" if nextn else ""), N_FF, 3 if nextn else 2)
+    write = w.add_tensor
+
+    class Writer:  # every tensor is drawn in the same order; a sidecar keeps only the head's
+        @staticmethod
+        def add_tensor(name: str, data: np.ndarray) -> None:
+            if not heads_only or not name.startswith(("blk.0.", "blk.1.")):
+                write(name, data)
+
+    tensors = Writer()
     if nextn:  # the head is the last block
         w.add_uint32(f"{arch}.nextn_predict_layers", 1)
     w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
@@ -125,42 +138,42 @@ def hybrid_qwen35(path: Path, seed: int = 42, stdev: float = 0.1, nextn: bool = 
     w.add_uint32(f"{arch}.ssm.time_step_rank", SSM_RANK)
     w.add_uint32(f"{arch}.ssm.group_count", SSM_GROUPS)
 
-    w.add_tensor("token_embd.weight", weight(N_EMBD, N_VOCAB))
-    w.add_tensor("output_norm.weight", ones(N_EMBD))
-    w.add_tensor("output.weight", weight(N_EMBD, N_VOCAB))
+    tensors.add_tensor("token_embd.weight", weight(N_EMBD, N_VOCAB))
+    tensors.add_tensor("output_norm.weight", ones(N_EMBD))
+    tensors.add_tensor("output.weight", weight(N_EMBD, N_VOCAB))
     # layer 0: gated delta-net (recurrent)
     qkv = 2 * SSM_GROUPS * SSM_STATE + SSM_INNER  # queries and keys (one head per group), then values
-    w.add_tensor("blk.0.attn_norm.weight", ones(N_EMBD))
-    w.add_tensor("blk.0.post_attention_norm.weight", ones(N_EMBD))
-    w.add_tensor("blk.0.ssm_norm.weight", ones(SSM_STATE))
-    w.add_tensor("blk.0.attn_qkv.weight", weight(N_EMBD, qkv))
-    w.add_tensor("blk.0.attn_gate.weight", weight(N_EMBD, SSM_INNER))
-    w.add_tensor("blk.0.ssm_dt.bias", weight(SSM_RANK))
-    w.add_tensor("blk.0.ssm_out.weight", weight(SSM_INNER, N_EMBD))
-    w.add_tensor("blk.0.ssm_conv1d.weight", weight(CONV_KERNEL, qkv))
-    w.add_tensor("blk.0.ssm_a", -np.abs(weight(SSM_RANK)) - 0.1)  # decay: negative, as trained models have it
-    w.add_tensor("blk.0.ssm_alpha.weight", weight(N_EMBD, SSM_RANK))
-    w.add_tensor("blk.0.ssm_beta.weight", weight(N_EMBD, SSM_RANK))
+    tensors.add_tensor("blk.0.attn_norm.weight", ones(N_EMBD))
+    tensors.add_tensor("blk.0.post_attention_norm.weight", ones(N_EMBD))
+    tensors.add_tensor("blk.0.ssm_norm.weight", ones(SSM_STATE))
+    tensors.add_tensor("blk.0.attn_qkv.weight", weight(N_EMBD, qkv))
+    tensors.add_tensor("blk.0.attn_gate.weight", weight(N_EMBD, SSM_INNER))
+    tensors.add_tensor("blk.0.ssm_dt.bias", weight(SSM_RANK))
+    tensors.add_tensor("blk.0.ssm_out.weight", weight(SSM_INNER, N_EMBD))
+    tensors.add_tensor("blk.0.ssm_conv1d.weight", weight(CONV_KERNEL, qkv))
+    tensors.add_tensor("blk.0.ssm_a", -np.abs(weight(SSM_RANK)) - 0.1)  # decay: negative, as trained models have it
+    tensors.add_tensor("blk.0.ssm_alpha.weight", weight(N_EMBD, SSM_RANK))
+    tensors.add_tensor("blk.0.ssm_beta.weight", weight(N_EMBD, SSM_RANK))
     # layer 1 (and the MTP head's block): attention
     attention = (1, 2) if nextn else (1,)
     for layer in attention:
         b = f"blk.{layer}."
-        w.add_tensor(b + "attn_norm.weight", ones(N_EMBD))
-        w.add_tensor(b + "post_attention_norm.weight", ones(N_EMBD))
-        w.add_tensor(b + "attn_q_norm.weight", ones(HEAD_DIM))
-        w.add_tensor(b + "attn_k_norm.weight", ones(HEAD_DIM))
-        w.add_tensor(b + "attn_q.weight", weight(N_EMBD, 2 * N_HEAD * HEAD_DIM))  # queries and their gate
-        w.add_tensor(b + "attn_k.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
-        w.add_tensor(b + "attn_v.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
-        w.add_tensor(b + "attn_output.weight", weight(N_HEAD * HEAD_DIM, N_EMBD))
+        tensors.add_tensor(b + "attn_norm.weight", ones(N_EMBD))
+        tensors.add_tensor(b + "post_attention_norm.weight", ones(N_EMBD))
+        tensors.add_tensor(b + "attn_q_norm.weight", ones(HEAD_DIM))
+        tensors.add_tensor(b + "attn_k_norm.weight", ones(HEAD_DIM))
+        tensors.add_tensor(b + "attn_q.weight", weight(N_EMBD, 2 * N_HEAD * HEAD_DIM))  # queries and their gate
+        tensors.add_tensor(b + "attn_k.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
+        tensors.add_tensor(b + "attn_v.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
+        tensors.add_tensor(b + "attn_output.weight", weight(N_HEAD * HEAD_DIM, N_EMBD))
     if nextn:
-        w.add_tensor("blk.2.nextn.eh_proj.weight", weight(2 * N_EMBD, N_EMBD))
-        w.add_tensor("blk.2.nextn.enorm.weight", ones(N_EMBD))
-        w.add_tensor("blk.2.nextn.hnorm.weight", ones(N_EMBD))
+        tensors.add_tensor("blk.2.nextn.eh_proj.weight", weight(2 * N_EMBD, N_EMBD))
+        tensors.add_tensor("blk.2.nextn.enorm.weight", ones(N_EMBD))
+        tensors.add_tensor("blk.2.nextn.hnorm.weight", ones(N_EMBD))
     for layer in (0, *attention):
-        w.add_tensor(f"blk.{layer}.ffn_gate.weight", weight(N_EMBD, N_FF))
-        w.add_tensor(f"blk.{layer}.ffn_up.weight", weight(N_EMBD, N_FF))
-        w.add_tensor(f"blk.{layer}.ffn_down.weight", weight(N_FF, N_EMBD))
+        tensors.add_tensor(f"blk.{layer}.ffn_gate.weight", weight(N_EMBD, N_FF))
+        tensors.add_tensor(f"blk.{layer}.ffn_up.weight", weight(N_EMBD, N_FF))
+        tensors.add_tensor(f"blk.{layer}.ffn_down.weight", weight(N_FF, N_EMBD))
     _finish(w)
     return path
 

@@ -1,0 +1,99 @@
+"""`--drafter auto`: find what can draft for a target, and say in words what was found and why.
+
+In order: the target's own multi-token-prediction heads; a drafter file beside it
+(mtp-*, dflash-*, eagle3-*, an assistant); a smaller model of the same family among the
+catalog's models on this machine. Only headers are read here (the vocabulary check runs
+when the drafter loads); a file that does not fit is named with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import DraftlightError
+from engine.models import catalog
+from engine.runtime.gguf import GGUFInfo, read_gguf
+
+SIDECAR_PATTERNS = ("mtp-*.gguf", "dflash-*.gguf", "eagle3-*.gguf", "*assistant*.gguf")
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What `auto` chose: a drafter spec ("mtp" or a path), or None; and the sentence saying why."""
+
+    spec: str | None
+    said: str
+
+
+def _width(info: GGUFInfo) -> int | None:
+    value = info.metadata.get(f"{info.architecture}.embedding_length")
+    return value if isinstance(value, int) else None
+
+
+def _fits(target: GGUFInfo, side: GGUFInfo) -> tuple[str, str]:
+    """(what the file is, in words; why it does not fit this target, or "")."""
+    width, arch = _width(target), side.architecture
+    if arch == "dflash":
+        theirs = _width(side)
+        kind = "a DFlash drafter"
+    elif arch == "eagle3":
+        value = side.metadata.get("eagle3.target_hidden_size")
+        theirs = value if isinstance(value, int) else None
+        kind = "an EAGLE-3 drafter"
+    elif arch == "gemma4-assistant":
+        return "a Gemma 4 assistant model", "is a Gemma 4 assistant model, which Draftlight cannot run yet"
+    elif arch == target.architecture and side.nextn_layers:
+        theirs = _width(side)
+        kind = f"{target.name}'s MTP head in a file of its own"
+    else:
+        return arch, f"is a {arch} model, not a drafter this target can use"
+    if theirs != width:
+        return (
+            kind,
+            f"is {kind} for a model {theirs} wide, and {target.name} is {width} wide: it was trained for another target",
+        )
+    return kind, ""
+
+
+def discover(target_path: str | Path) -> Discovery:
+    """The drafter `auto` picks for the target at target_path."""
+    target_path = Path(target_path)
+    target = read_gguf(target_path)
+    if target.nextn_layers:
+        heads = f"{target.nextn_layers} multi-token-prediction head{'s' if target.nextn_layers > 1 else ''}"
+        return Discovery("mtp", f"{target.name} carries {heads}: it drafts for itself.")
+    passed_over: list[str] = []
+    seen: set[Path] = {target_path.resolve()}
+    for pattern in SIDECAR_PATTERNS:
+        for path in sorted(target_path.parent.glob(pattern)):
+            if path.resolve() in seen:
+                continue
+            seen.add(path.resolve())
+            try:
+                side = read_gguf(path)
+            except DraftlightError as exc:
+                passed_over.append(f"{path.name}: {exc}")
+                continue
+            kind, why_not = _fits(target, side)
+            if why_not:
+                passed_over.append(f"{path.name} {why_not}")
+                continue
+            return Discovery(str(path), f"Found {path.name} beside the target: {kind}, as wide as {target.name}.")
+    for model in catalog.CATALOG.values():
+        path = catalog.models_dir() / model.filename
+        if not path.is_file() or path.resolve() in seen:
+            continue
+        try:
+            info = read_gguf(path)
+        except DraftlightError:
+            continue
+        if info.architecture == target.architecture and path.stat().st_size < target_path.stat().st_size:
+            return Discovery(str(path), f"{model.title}, a smaller {target.architecture} model, drafts for it.")
+    said = (
+        f"No drafter found for {target.name}: it carries no MTP heads, no mtp-, dflash- or eagle3- file beside "
+        "it fits, and no smaller model of its family is on this machine."
+    )
+    if passed_over:
+        said += " Passed over: " + "; ".join(passed_over) + "."
+    return Discovery(None, said)
