@@ -217,6 +217,11 @@ def load_drafter(
         except BaseException:
             model.close()
             raise
+    if model.info.architecture == "gemma4-assistant":
+        model.close()
+        raise IncompatibleDrafter(
+            f"{path.name} is a Gemma 4 assistant model, which shares the target's memory; Draftlight cannot run it yet."
+        )
     reader = {"dflash": DflashDrafter, "eagle3": Eagle3Drafter}.get(model.info.architecture)
     if reader is not None:
         if target_ctx is None:

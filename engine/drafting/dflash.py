@@ -15,7 +15,7 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, VerifyBatch
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
-from engine.runtime.heads import DraftContext, layer_inputs, set_layer_inputs, target_layers
+from engine.runtime.heads import DraftContext, layer_inputs, selector_top_k, set_layer_inputs, target_layers
 from engine.sampling import Sampler
 
 DEFAULT_BLOCK = 16  # llama.cpp's default when the file does not say
@@ -58,6 +58,10 @@ class DflashDrafter:
             raise IncompatibleDrafter(
                 f"{model.name} reads target layer {max(self.layers)}, and {target.model.name} has "
                 f"{target_layers_n}: it was trained for another target."
+            )
+        if selector_top_k(model.ptr) > 0:
+            raise IncompatibleDrafter(
+                f"{model.name} is a DFlash2 drafter (a selector lattice); Draftlight cannot run it yet."
             )
         self.mask = int(llama.llama_vocab_mask(model.vocab))
         if self.mask < 0:

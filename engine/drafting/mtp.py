@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, VerifyBatch
-from engine.errors import RuntimeFailure
+from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime import Context, Model
 from engine.runtime.heads import mtp_head
 from engine.sampling import Sampler
@@ -30,9 +30,13 @@ class MtpDrafter:
 
     def __init__(self, target: Context, max_depth: int = MAX_DEPTH, sidecar: Model | None = None) -> None:
         """The heads in the target's own file, or in `sidecar`, a file of them alone (which this drafter then owns)."""
+        self.n_heads = int(llama.llama_model_n_layer_nextn((sidecar or target.model).ptr))
+        if self.n_heads > 1:
+            raise IncompatibleDrafter(
+                f"{(sidecar or target.model).name} chains {self.n_heads} MTP heads; Draftlight runs a single head only, for now."
+            )
         self.head = mtp_head(target, sidecar)  # refuses a model without heads, in a sentence
         self.sidecar = sidecar
-        self.n_heads = int(llama.llama_model_n_layer_nextn((sidecar or target.model).ptr))
         self.ctx = self.head  # for the round's accounting of time inside llama.cpp
         self.name = f"{target.model.name} MTP head" + (f" ({sidecar.path.name})" if sidecar else "")
         self.max_depth = max_depth

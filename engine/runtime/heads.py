@@ -54,6 +54,13 @@ def target_layers(model_ptr) -> list[int]:
     return [int(found[i]) for i in range(n)] if found else []
 
 
+def selector_top_k(model_ptr) -> int:
+    """A DFlash2 drafter's selector width (0 for DFlash)."""
+    return int(
+        _bind("_Z33llama_model_dflash_selector_top_kPK11llama_model", [ctypes.c_void_p], ctypes.c_int32)(model_ptr)
+    )
+
+
 class DraftContext:
     """A drafter's context beside the target's: its own KV cache, entries in, logits and states out."""
 

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine, GenerationConfig, IncompatibleDrafter, RoundEvent, RuntimeOptions, TokenEvent, TokenKind
+from engine import (
+    Engine,
+    GenerationConfig,
+    IncompatibleDrafter,
+    ModelFileError,
+    RoundEvent,
+    RuntimeOptions,
+    TokenEvent,
+    TokenKind,
+)
 
 pytest.importorskip("gguf")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -82,3 +91,11 @@ def test_a_dflash_drafter_for_another_target_is_refused_in_a_sentence(files, tmp
         "draftlight test dflash reads the target's layers, and llama.cpp does not hand them out for "
         "draftlight test mamba's architecture (mamba): it was trained for another target."
     )
+
+
+def test_a_truncated_drafter_file_is_refused_in_one_sentence(files, tmp_path):
+    cut = tmp_path / "dflash-cut.gguf"
+    cut.write_bytes(files["dflash"].read_bytes()[:-4096])
+    with pytest.raises(ModelFileError) as refused:
+        Engine.load(files["target"], cut, OPTIONS)
+    assert "dflash-cut.gguf" in str(refused.value) and "\n" not in str(refused.value)
