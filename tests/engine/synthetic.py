@@ -41,6 +41,18 @@ def _ones(n: int) -> np.ndarray:
     return np.ones(n, dtype=np.float32)
 
 
+def _zeros(*ne: int) -> np.ndarray:
+    return np.zeros(tuple(reversed(ne)), dtype=np.float32)
+
+
+def _choose(table: list[int]) -> np.ndarray:
+    """An output layer that picks table[x] after the one-hot token x: [n_vocab, n_embd] (ggml {n_embd, n_vocab})."""
+    out = np.zeros((N_VOCAB, N_EMBD), dtype=np.float32)
+    for x, y in enumerate(table):
+        out[y, x] = 1.0
+    return out
+
+
 def _writer(path: Path, arch: str, name: str, n_ff: int, blocks: int = 2):
     """A writer with the keys every model here shares: sizes and the test tokenizer."""
     import gguf
@@ -99,7 +111,12 @@ def mamba(path: Path, seed: int = 7, stdev: float = 0.1) -> Path:
 
 
 def hybrid_qwen35(
-    path: Path, seed: int = 42, stdev: float = 0.1, nextn: bool = False, heads_only: bool = False
+    path: Path,
+    seed: int = 42,
+    stdev: float = 0.1,
+    nextn: bool = False,
+    heads_only: bool = False,
+    known: tuple[list[int], list[int]] | None = None,
 ) -> Path:
     """A qwen35 model whose layer 0 is recurrent (needs state snapshots to roll back) and layer 1 attention.
 
@@ -108,9 +125,16 @@ def hybrid_qwen35(
     hidden state before it (llama.cpp's qwen35 MTP graph). With `heads_only` (and `nextn`) the
     file holds that head alone, with the embeddings and output: a sidecar of the same model,
     its weights equal to the full file's.
+
+    With `known` = (f, g), the choices are known by construction: every layer is zero, so
+    the stream carries the token's embedding (one-hot) untouched, and the target's next
+    token after x is f[x]; the head reads only the token (eh_proj passes the embedding
+    half) and its own output layer drafts g[x] after x. The head is right where g[x] == f[x].
     """
     arch = "qwen35"
     weight, ones = _random(seed, stdev), _ones
+    if known is not None:
+        weight = _zeros
     w = _writer(path, arch, "draftlight test hybrid" + (" with MTP" if nextn else ""), N_FF, 3 if nextn else 2)
     write = w.add_tensor
 
@@ -138,9 +162,11 @@ def hybrid_qwen35(
     w.add_uint32(f"{arch}.ssm.time_step_rank", SSM_RANK)
     w.add_uint32(f"{arch}.ssm.group_count", SSM_GROUPS)
 
-    tensors.add_tensor("token_embd.weight", weight(N_EMBD, N_VOCAB))
+    tensors.add_tensor(
+        "token_embd.weight", weight(N_EMBD, N_VOCAB) if known is None else np.eye(N_VOCAB, N_EMBD, dtype=np.float32)
+    )
     tensors.add_tensor("output_norm.weight", ones(N_EMBD))
-    tensors.add_tensor("output.weight", weight(N_EMBD, N_VOCAB))
+    tensors.add_tensor("output.weight", weight(N_EMBD, N_VOCAB) if known is None else _choose(known[0]))
     # layer 0: gated delta-net (recurrent)
     qkv = 2 * SSM_GROUPS * SSM_STATE + SSM_INNER  # queries and keys (one head per group), then values
     tensors.add_tensor("blk.0.attn_norm.weight", ones(N_EMBD))
@@ -167,7 +193,11 @@ def hybrid_qwen35(
         tensors.add_tensor(b + "attn_v.weight", weight(N_EMBD, N_HEAD * HEAD_DIM))
         tensors.add_tensor(b + "attn_output.weight", weight(N_HEAD * HEAD_DIM, N_EMBD))
     if nextn:
-        tensors.add_tensor("blk.2.nextn.eh_proj.weight", weight(2 * N_EMBD, N_EMBD))
+        eh_proj = weight(2 * N_EMBD, N_EMBD)
+        if known is not None:  # the embedding half through, the hidden-state half ignored
+            eh_proj[:, :N_EMBD] = np.eye(N_EMBD, dtype=np.float32)
+            tensors.add_tensor("blk.2.nextn.shared_head_head.weight", _choose(known[1]))
+        tensors.add_tensor("blk.2.nextn.eh_proj.weight", eh_proj)
         tensors.add_tensor("blk.2.nextn.enorm.weight", ones(N_EMBD))
         tensors.add_tensor("blk.2.nextn.hnorm.weight", ones(N_EMBD))
     for layer in (0, *attention):

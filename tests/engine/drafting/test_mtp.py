@@ -79,3 +79,66 @@ def test_mtp_drafts_equal_llama_cpps_round_by_round(mtp_engine, mtp_path, depth)
     full = before_the_end(theirs(mtp_path, "draft-mtp", depth, PROMPT, N_PREDICT, OPTIONS.threads), depth, N_PREDICT)
     assert len(full) >= 8 and sum(accepted for _, accepted, _ in full) >= 1
     assert ours(mtp_engine, depth, PROMPT, N_PREDICT)[: len(full)] == full
+
+
+# Known by construction (synthetic.hybrid_qwen35(known=...)): the target writes F[x] after x, the
+# head drafts G[x]; they differ after every multiple of 3, so drafts land and fail in a pattern.
+F = [(5 * x + 3) % 128 for x in range(128)]
+G = [F[x] if x % 3 else (F[x] + 1) % 128 for x in range(128)]
+
+
+def predicted(last: int, depth: int, n_tokens: int) -> tuple[list[int], list[int], list[int]]:
+    """Token ids, drafted and accepted per position, worked out from F and G alone."""
+    generated, drafted, accepted = [F[last]], [0] * depth, [0] * depth  # the first token: the prompt's pass
+    last = generated[-1]
+    while len(generated) < n_tokens:
+        k = min(depth, n_tokens - len(generated) - 1)
+        drafts, d = [], last
+        for _ in range(k):
+            d = G[d]
+            drafts.append(d)
+        kept, prev = 0, last
+        while kept < k and drafts[kept] == F[prev]:
+            prev = drafts[kept]
+            kept += 1
+        for i in range(k):
+            drafted[i] += 1
+        for i in range(kept):
+            accepted[i] += 1
+        generated += [*drafts[:kept], F[prev]]
+        last = generated[-1]
+    return generated, drafted[: max(i + 1 for i in range(depth) if drafted[i]) if any(drafted) else 0], accepted
+
+
+@pytest.fixture(scope="module")
+def known_path(tmp_path_factory) -> Path:
+    return hybrid_qwen35(tmp_path_factory.mktemp("models") / "known-mtp.gguf", nextn=True, known=(F, G))
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_acceptance_per_position_is_what_the_construction_predicts(known_path, depth):
+    engine = Engine.load(known_path, "mtp", OPTIONS)
+    try:
+        stats = list(engine.stream([10, 20, 30], GenerationConfig(max_tokens=30, depth=depth, ignore_eog=True)))[-1]
+    finally:
+        engine.close()
+    tokens, drafted, accepted = predicted(30, depth, 30)
+    assert list(stats.token_ids) == tokens
+    assert list(stats.drafted_per_position) == drafted
+    assert list(stats.accepted_per_position) == accepted[: len(drafted)]
+    assert 0 < sum(accepted) < sum(drafted)  # some drafts land, some do not
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_known_drafts_equal_llama_cpps_round_by_round(known_path, depth):
+    engine = Engine.load(known_path, "mtp", OPTIONS)
+    try:
+        full = before_the_end(
+            theirs(known_path, "draft-mtp", depth, PROMPT, N_PREDICT, OPTIONS.threads), depth, N_PREDICT
+        )
+        assert ours(engine, depth, PROMPT, N_PREDICT)[: len(full)] == full
+    finally:
+        engine.close()
+    kept = sum(accepted for _, accepted, _ in full)
+    assert 0 < kept < sum(len(drafts) for drafts, _, _ in full)
