@@ -6,7 +6,15 @@ from PySide6.QtWidgets import QLabel, QStatusBar
 
 from engine import RunStats, ThermalReading, measured_plain_pass_s, measured_round_cost
 
-KEYS = ("decode", "e2e", "prefill", "acceptance", "cost", "thermal")
+KEYS = ("decode", "e2e", "prefill", "acceptance", "cost", "drafter", "thermal")
+KIND_WORDS = {
+    "model": "a draft model",
+    "ngram": "n-grams",
+    "mtp": "the target's MTP head",
+    "dflash": "DFlash",
+    "eagle3": "EAGLE-3",
+    "none": "no drafter",
+}
 
 
 def plain_pass_s(replies: list[RunStats], profile_pass_s: float | None) -> float | None:
@@ -30,7 +38,7 @@ class StatusLine:
     def show(self, stats: RunStats | None, pass_s: float | None = None) -> None:
         s = self.labels
         if stats is None:
-            for key in KEYS[:-1]:
+            for key in KEYS[:-2]:
                 s[key].setText("")
             return
         s["decode"].setText(f"decode {stats.decode_tps:.1f} tok/s")
@@ -39,6 +47,12 @@ class StatusLine:
         s["acceptance"].setText(f"acceptance {stats.acceptance:.0%}" if stats.drafted else "acceptance —")
         cost = measured_round_cost(stats, pass_s)
         s["cost"].setText(f"round cost c {cost:.2f}" if cost else "round cost c —")
+
+    def show_drafter(self, kind: str, name: str) -> None:
+        """Which kind of drafter the figures are for."""
+        label = self.labels["drafter"]
+        label.setText(f"drafting: {KIND_WORDS.get(kind, kind)}")
+        label.setToolTip(name)
 
     def show_thermal(self, reading: ThermalReading) -> None:
         label = self.labels["thermal"]

@@ -278,6 +278,7 @@ class MainWindow(QMainWindow):
         self.side.show_verdict(info.verdict, info.compatible)
         mode = "exact (batch-invariant)" if info.mode == "exact" else "fast (may change greedy text)"
         self.setWindowTitle(f"Draftlight — {info.target_name} + {info.drafter_name} — {mode}")
+        self.status.show_drafter(info.drafter_kind, info.drafter_name)
         self._say(info.notice)
         self._update_buttons()
 

@@ -45,6 +45,7 @@ class PairInfo:
     target_name: str
     drafter: str
     drafter_name: str
+    drafter_kind: str  # "model", "ngram", "mtp", "dflash", "eagle3", or "none"
     verdict: str
     compatible: bool
     mode: str
@@ -164,6 +165,7 @@ class EngineWorker(QObject):
             target_name=engine.target.name,
             drafter=self.drafter_spec,
             drafter_name=drafter_name,
+            drafter_kind=engine.drafter.kind if engine.drafter else "none",
             verdict=verdict,
             compatible=ok,
             mode=engine.options.mode,

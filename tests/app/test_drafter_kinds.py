@@ -40,6 +40,7 @@ def test_the_target_drafts_for_itself_in_the_window(qtbot, mtp_window):
     assert window.pair.drafter == "mtp" and window.pair.drafter_name.endswith("MTP head")
     assert "drafts for itself with the MTP head" in window.side.verdict.text()
     assert "MTP head" in window.windowTitle()
+    assert window.status.labels["drafter"].text() == "drafting: the target's MTP head"
     window.input.setPlainText("the mill on the river turned; the mill on the river")
     with qtbot.waitSignal(window.reply_finished, timeout=LOAD_TIMEOUT_MS) as blocker:
         window.send()
@@ -48,3 +49,37 @@ def test_the_target_drafts_for_itself_in_the_window(qtbot, mtp_window):
     kinds = {t.kind for t in window.reply_tokens}
     assert TokenKind.REPLACED in kinds  # rejected drafts, each undone on the hybrid target's state
     assert check_document(window.transcript, window.reply_tokens) == []
+
+
+def test_teaching_steps_through_the_heads_rounds(qtbot, mtp_window):
+    teach = mtp_window.open_teaching()
+    qtbot.addWidget(teach)
+    teach.prompt.setText("the mill on the river turned; the mill on the river")
+    teach.depth.setValue(3)
+    teach.start()
+    qtbot.waitUntil(lambda: not teach.waiting, timeout=LOAD_TIMEOUT_MS)
+    for _ in range(2):  # round 0 (the prompt's pass): drafts, then the verdict
+        teach.step()
+        qtbot.waitUntil(lambda: not teach.waiting, timeout=LOAD_TIMEOUT_MS)
+    teach.step()  # round 1: the head's three drafts, pending
+    qtbot.waitUntil(lambda: teach.verdict_due is not None, timeout=LOAD_TIMEOUT_MS)
+    step = teach.verdict_due
+    assert step.round.drafted == 3 and len(step.drafts) == 3
+    teach.step()  # the verdict
+    assert teach.view.pending_text() == ""
+    assert f"proposed {step.round.drafted} tokens" in teach.explanation.text()
+
+
+def test_the_prompt_lab_runs_the_head_at_each_depth(qtbot, mtp_window):
+    lab = mtp_window.open_prompt_lab()
+    lab.prompts.setPlainText("the mill on the river\nthe river and the mill")
+    for depth, box in lab.depth_boxes.items():
+        box.setChecked(depth in (0, 2))
+    lab.max_tokens.setValue(12)
+    assert lab.start()
+    qtbot.waitUntil(lambda: not lab.running, timeout=LOAD_TIMEOUT_MS)
+    runs = lab.model.results.runs
+    assert [(r.prompt_index, r.depth) for r in runs] == [(0, 0), (0, 2), (1, 0), (1, 2)]
+    for plain, drafted in (runs[0:2], runs[2:4]):
+        assert drafted.stats.token_ids == plain.stats.token_ids  # the head changes the speed, not the words
+        assert drafted.stats.drafted > 0 and plain.stats.drafted == 0
