@@ -159,6 +159,8 @@ class EngineWorker(QObject):
             verdict, ok = "The target drafts for itself with the MTP head in its own file: nothing to match.", True
         else:
             verdict, ok = (engine.verdict.explain(), engine.verdict.compatible) if engine.verdict else ("", True)
+        if engine.ctx.has_state and engine.can_speculate:  # a hybrid target: say how drafts are undone
+            verdict = f"{verdict} {engine.ctx.describe_rollback()}".strip()
         drafter_name = getattr(engine.drafter, "name", "none") if engine.drafter else "none"
         return PairInfo(
             target=self.target_spec,

@@ -39,6 +39,7 @@ def test_the_target_drafts_for_itself_in_the_window(qtbot, mtp_window):
     window = mtp_window
     assert window.pair.drafter == "mtp" and window.pair.drafter_name.endswith("MTP head")
     assert "drafts for itself with the MTP head" in window.side.verdict.text()
+    assert "rejected drafts are undone from per-token snapshots (up to 6 tokens)" in window.side.verdict.text()
     assert "MTP head" in window.windowTitle()
     assert window.status.labels["drafter"].text() == "drafting: the target's MTP head"
     window.input.setPlainText("the mill on the river turned; the mill on the river")
