@@ -83,22 +83,18 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(
-    target: Model,
-    drafter: Model,
-    options: RuntimeOptions,
-    max_depth: int = MAX_DEPTH,
-    repeats: int = 7,
-    progress=None,
-) -> BoxProfile:
-    """Time target passes of 1..max_depth+1 rows and drafter steps; calibrate acceptance."""
-    say = progress or (lambda _m: None)
-    template = template_for(target)
-    prompt = tokenize_prompt(target, template.render([Message("user", CALIBRATION_PROMPTS[0])]))
+def _calibration_prompt(target: Model) -> list[int]:
+    return tokenize_prompt(target, template_for(target).render([Message("user", CALIBRATION_PROMPTS[0])]))
+
+
+def time_rows(
+    target: Model, options: RuntimeOptions, prompt: list[int], max_depth: int, repeats: int, say
+) -> list[float]:
+    """Median seconds of a target pass of 1..max_depth+1 rows, after the prompt, sizes interleaved."""
     ctx = Context(target, options, max_rows=max_depth + 1)
     ctx.decode(prompt[:-1], all_logits=False)
     base = ctx.n_past
-    filler = prompt[-(max_depth + 1) :]  # real tokens at real positions
+    filler = (prompt * (max_depth + 2))[-(max_depth + 1) :]  # real tokens at real positions
     say(f"timing target passes of 1 to {max_depth + 1} rows")
 
     def one_pass(rows: int) -> float:
@@ -114,8 +110,23 @@ def measure(
     for _ in range(repeats):  # interleaved, so a slow moment falls on every size alike
         for rows in range(1, max_depth + 2):
             samples[rows - 1].append(one_pass(rows))
-    rows_s = [statistics.median(x) for x in samples]
     ctx.close()
+    return [statistics.median(x) for x in samples]
+
+
+def measure(
+    target: Model,
+    drafter: Model,
+    options: RuntimeOptions,
+    max_depth: int = MAX_DEPTH,
+    repeats: int = 7,
+    progress=None,
+) -> BoxProfile:
+    """Time target passes of 1..max_depth+1 rows and drafter steps; calibrate acceptance."""
+    say = progress or (lambda _m: None)
+    template = template_for(target)
+    prompt = _calibration_prompt(target)
+    rows_s = time_rows(target, options, prompt, max_depth, repeats, say)
 
     say("timing drafter steps")
     dctx = Context(drafter, options, max_rows=1)
@@ -191,8 +202,13 @@ def profile_for(target: Model, drafter: Model, options: RuntimeOptions, progress
     return profile
 
 
+# A profile measured without a draft model (n-gram, MTP, DFlash, EAGLE-3 drafters) has no
+# calibration of its own: Auto starts from this acceptance and learns from the conversation.
+NEUTRAL_PRIOR = 0.5
+
+
 def profile_for_target_only(target: Model, options: RuntimeOptions, progress=None) -> BoxProfile:
-    """Row costs alone, for drafters with no model; reuses a pair profile's rows if one exists."""
+    """Row costs for drafters with no model: a saved profile's rows if one exists, else measured (and saved)."""
     profiles = sorted((cache_dir() / "profiles").glob("*.json")) if (cache_dir() / "profiles").is_dir() else []
     for path in profiles:
         try:
@@ -205,7 +221,24 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
             and data.get("mode") == options.mode
         ):
             return BoxProfile(**data)
-    raise DraftlightError("No box profile for this target yet: run `draftlight tune` with a drafter model first.")
+    if progress is None:
+        raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
+    rows_s = time_rows(target, options, _calibration_prompt(target), MAX_DEPTH, 7, progress)
+    profile = BoxProfile(
+        key=profile_key(target.path, target.path, options),
+        machine=machine_id(),
+        target=target.path.name,
+        drafter="(none)",
+        runtime=runtime_version(),
+        mode=options.mode,
+        threads=options.threads,
+        target_rows_s=rows_s,
+        drafter_step_s=0.0,
+        overhead_s=0.0,
+        acceptance_prior=[NEUTRAL_PRIOR] * MAX_DEPTH,
+    )
+    save_profile(profile)
+    return profile
 
 
 def saved_target_profile(target: Model, options: RuntimeOptions) -> BoxProfile | None:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine import (
+    AUTO,
+    MAX_DEPTH,
     Engine,
     GenerationConfig,
     IncompatibleDrafter,
@@ -142,3 +144,19 @@ def test_known_drafts_equal_llama_cpps_round_by_round(known_path, depth):
         engine.close()
     kept = sum(accepted for _, accepted, _ in full)
     assert 0 < kept < sum(len(drafts) for drafts, _, _ in full)
+
+
+def test_auto_with_the_head_measures_the_targets_rows_once_and_writes_the_plain_text(mtp_engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
+    said = []
+    ids = mtp_engine.target.tokenize(PROMPT, add_special=True)
+    plain = list(mtp_engine.stream(ids, GenerationConfig(max_tokens=16, depth=0, ignore_eog=True)))[-1]
+    auto = list(
+        mtp_engine.stream(ids, GenerationConfig(max_tokens=16, depth=AUTO, ignore_eog=True), progress=said.append)
+    )
+    assert auto[-1].depth == AUTO and auto[-1].token_ids == plain.token_ids
+    assert said == [f"timing target passes of 1 to {MAX_DEPTH + 1} rows"]
+    profile = mtp_engine.auto.profile
+    assert profile.drafter == "(none)" and len(profile.target_rows_s) == MAX_DEPTH + 1
+    assert mtp_engine.auto.drafter_step_s == 0.0
+    assert len(list((tmp_path / "profiles").glob("*.json"))) == 1  # saved: the next reply measures nothing
