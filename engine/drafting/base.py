@@ -91,3 +91,20 @@ class Drafter(Protocol):
 
     def reset(self) -> None:
         """Forget everything (a new conversation)."""
+
+
+def choose_draft(
+    row: np.ndarray, logits: np.ndarray, sampler: Sampler, p_min: float, banned: tuple[int, ...]
+) -> int | None:
+    """A drafter's token at one position, from its logits (copied into `row`, which the Draft keeps).
+
+    Banned tokens get no probability; the token is the argmax, or a draw when sampling;
+    None where the drafter's top probability is below p_min (stop drafting).
+    """
+    np.copyto(row, logits)
+    if banned:
+        row[list(banned)] = -np.inf
+    token = int(row.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(row))
+    if p_min > 0.0 and 1.0 / float(np.exp(row - row.max()).sum()) < p_min:
+        return None
+    return token

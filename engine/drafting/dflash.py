@@ -12,7 +12,7 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, VerifyBatch
+from engine.drafting.base import Draft, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
 from engine.runtime.heads import DraftContext, layer_inputs, selector_top_k, set_layer_inputs, target_layers
@@ -74,8 +74,7 @@ class DflashDrafter:
         self.ctx = DraftContext(model, target, "the DFlash drafter", outputs=self.max_depth + 1)
         self.ctx.keep_hidden_states(masked=True)
         llama.llama_set_causal_attn(self.ctx.ptr, model.meta("dflash.attention.causal") == "true")
-        for layer in self.layers:
-            set_layer_inputs(target.ptr, layer, True)
+        set_layer_inputs(target.ptr, self.layers, True)
         self._rows = np.empty((self.max_depth, model.n_vocab), dtype=np.float32)
         self._stop = target.observe_batches(self._inject, hidden_states=False)
 
@@ -106,12 +105,8 @@ class DflashDrafter:
         self.ctx.rewind(pos0)  # the block was noise; the verify pass writes these positions' features
         tokens: list[int] = []
         for i in range(k):
-            row = self._rows[i]
-            np.copyto(row, logits[i + 1])
-            if banned:
-                row[list(banned)] = -np.inf
-            token = int(row.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(row))
-            if p_min > 0.0 and 1.0 / float(np.exp(row - row.max()).sum()) < p_min:
+            token = choose_draft(self._rows[i], logits[i + 1], sampler, p_min, banned)
+            if token is None:
                 break
             tokens.append(token)
         return Draft(tokens, self._rows[: len(tokens)], sampler)
@@ -128,7 +123,6 @@ class DflashDrafter:
     def close(self) -> None:
         self._stop()
         if self.target.ptr:
-            for layer in self.layers:
-                set_layer_inputs(self.target.ptr, layer, False)
+            set_layer_inputs(self.target.ptr, self.layers, False)
         self.ctx.close()
         self.model.close()

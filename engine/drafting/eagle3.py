@@ -14,7 +14,7 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, VerifyBatch
+from engine.drafting.base import Draft, VerifyBatch, choose_draft
 from engine.drafting.dflash import LAYER_INPUT_ARCHITECTURES
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
@@ -45,10 +45,9 @@ class Eagle3Drafter:
         self.max_depth = max_depth
         self.ctx = DraftContext(model, target, "the EAGLE-3 drafter", outputs=target.capacity)
         self.ctx.keep_hidden_states(masked=True)
-        for layer in self.layers:
-            if layer < n_layer:
-                set_layer_inputs(target.ptr, layer, True)
         self._n_layer = n_layer
+        self._trunk_layers = [layer for layer in self.layers if layer < n_layer]  # the rest: the final state
+        set_layer_inputs(target.ptr, self._trunk_layers, True)
         width = self.ctx.width
         self._pending_g = np.zeros(width, dtype=np.float32)  # g of the position waiting for its next token
         self._pending_pos = -1
@@ -96,12 +95,8 @@ class Eagle3Drafter:
         tokens: list[int] = []
         for i in range(k):
             logits, state = self.ctx.decode(entries)
-            row = self._rows[i]
-            np.copyto(row, logits[0])
-            if banned:
-                row[list(banned)] = -np.inf
-            token = int(row.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(row))
-            if p_min > 0.0 and 1.0 / float(np.exp(row - row.max()).sum()) < p_min:
+            token = choose_draft(self._rows[i], logits[0], sampler, p_min, banned)
+            if token is None:
                 break
             tokens.append(token)
             entries = [(token, seed + i + 1, state[0], True)]
@@ -125,8 +120,6 @@ class Eagle3Drafter:
     def close(self) -> None:
         self._stop()
         if self.target.ptr:
-            for layer in self.layers:
-                if layer < self._n_layer:
-                    set_layer_inputs(self.target.ptr, layer, False)
+            set_layer_inputs(self.target.ptr, self._trunk_layers, False)
         self.ctx.close()
         self.model.close()

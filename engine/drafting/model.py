@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, VerifyBatch
+from engine.drafting.base import Draft, VerifyBatch, choose_draft
 from engine.runtime import Context, Model, RuntimeOptions
 from engine.sampling import Sampler
 
@@ -42,12 +42,8 @@ class ModelDrafter:
         rows = self._rows
         tokens: list[int] = []
         for i in range(k):
-            row = rows[i]
-            np.copyto(row, logits[-1])
-            if banned:
-                row[list(banned)] = -np.inf
-            token = int(row.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(row))
-            if p_min > 0.0 and _top_prob(row) < p_min:
+            token = choose_draft(rows[i], logits[-1], sampler, p_min, banned)
+            if token is None:
                 break
             tokens.append(token)
             if i + 1 < k:
@@ -65,7 +61,3 @@ class ModelDrafter:
 
     def close(self) -> None:
         self.ctx.close()
-
-
-def _top_prob(row: np.ndarray) -> float:
-    return 1.0 / float(np.exp(row - row.max()).sum())

@@ -14,7 +14,7 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, VerifyBatch
+from engine.drafting.base import Draft, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime import Context, Model
 from engine.runtime.heads import mtp_head
@@ -70,12 +70,8 @@ class MtpDrafter:
         tokens: list[int] = []
         for i in range(k):
             logits, hidden = self.head.decode(entries)
-            row = self._rows[i]
-            np.copyto(row, logits[0])
-            if banned:
-                row[list(banned)] = -np.inf
-            token = int(row.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(row))
-            if p_min > 0.0 and 1.0 / float(np.exp(row - row.max()).sum()) < p_min:
+            token = choose_draft(self._rows[i], logits[0], sampler, p_min, banned)
+            if token is None:
                 break
             tokens.append(token)
             entries = [(token, pos0 + i + 1, hidden[0], True)]

@@ -1,15 +1,7 @@
 """The llama.cpp binding: load a model, decode a batch, read logits, rewind; GGUF reading."""
 
-from engine.runtime.llama import (
-    Context,
-    Model,
-    RuntimeOptions,
-    common_prefix,
-    default_threads,
-    runtime_version,
-    set_verbose,
-    system_info,
-)
+from engine.runtime.llama import Context, common_prefix
+from engine.runtime.model import Model, RuntimeOptions, default_threads, runtime_version, set_verbose, system_info
 
 __all__ = [
     "Context",

@@ -18,7 +18,8 @@ import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
 from engine.errors import IncompatibleDrafter, RuntimeFailure
-from engine.runtime.llama import KV_TYPES, Context, _log_state
+from engine.runtime.llama import Context
+from engine.runtime.model import KV_TYPES, _log_state
 
 _FLOATS = ctypes.POINTER(ctypes.c_float)
 
@@ -33,10 +34,12 @@ def _bind(symbol: str, argtypes: list, restype):
     return fn
 
 
-def set_layer_inputs(ctx_ptr, layer: int, on: bool) -> None:
-    """Ask a context to keep the input of trunk layer `layer` for every token it decodes."""
+def set_layer_inputs(ctx_ptr, layers, on: bool) -> None:
+    """Ask a context to keep (or stop keeping) the inputs of these trunk layers for every token it decodes."""
     args = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_bool]
-    _bind("_Z30llama_set_embeddings_layer_inpP13llama_contextjb", args, None)(ctx_ptr, layer, on)
+    fn = _bind("_Z30llama_set_embeddings_layer_inpP13llama_contextjb", args, None)
+    for layer in layers:
+        fn(ctx_ptr, layer, on)
 
 
 def layer_inputs(ctx_ptr, layer: int, n_tokens: int, width: int) -> np.ndarray:

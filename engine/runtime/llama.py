@@ -1,197 +1,22 @@
-"""The llama.cpp binding: load a model, decode a batch, read logits, rewind.
+"""The llama.cpp binding's second half: a context that decodes batches, hands out logits, rewinds.
 
-Everything here goes through llama-cpp-python's low-level ctypes API. One model and one
-context per role; one batch allocated up front and reused; logits read as numpy views of
-llama.cpp's own buffer, never copied.
+One model and one context per role; one batch allocated up front and reused; logits read as
+numpy views of llama.cpp's own buffer, never copied. A recurrent target keeps a state
+snapshot per token of each batch, so a verify pass can be undone.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import llama_cpp.llama_cpp as llama
 import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
-from engine.errors import ContextFullError, ModelFileError, RuntimeFailure
-from engine.runtime.gguf import GGUFInfo, read_gguf
-
-KV_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
-_log_lock = threading.Lock()
-_log_state = {"verbose": False, "recent": []}
-_backend_ready = False
-
-
-@llama.llama_log_callback
-def _log_callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-    message = text.decode("utf-8", errors="replace")
-    if _log_state["verbose"]:
-        os.write(2, text)
-    if level in (2, 3):  # warnings and errors are kept to explain a failed load
-        recent = _log_state["recent"]
-        recent.append(message.strip())
-        del recent[:-20]
-
-
-def set_verbose(verbose: bool) -> None:
-    """Show llama.cpp's own logging on stderr (off by default)."""
-    _log_state["verbose"] = verbose
-
-
-def _init_backend() -> None:
-    global _backend_ready
-    with _log_lock:
-        if not _backend_ready:
-            llama.llama_log_set(_log_callback, ctypes.c_void_p(0))
-            llama.llama_backend_init()
-            _backend_ready = True
-
-
-def default_threads() -> int:
-    """Threads for decoding: every core up to 8 (past that, memory bandwidth rules)."""
-    return max(1, min(os.cpu_count() or 1, 8))
-
-
-@dataclass(frozen=True)
-class RuntimeOptions:
-    """How a model is loaded and run."""
-
-    n_ctx: int = 4096
-    n_batch: int = 512  # prompt tokens per prefill batch
-    n_threads: int = 0  # 0: default_threads()
-    gpu_layers: int = -1  # -1: every layer (Metal on Apple Silicon)
-    # Exact: a verify batch computes each row exactly as a single-row pass would, so
-    # speculation cannot change greedy output. Two things break that on CPUs: repacked
-    # weights (batched GEMM against single-row GEMV), and attention over an f16/f32 KV
-    # cache, which takes a split-KV path for one row past 512 positions and a tiled one for
-    # many rows. So exact mode keeps weights as stored and the KV cache in Q8_0, for which
-    # llama.cpp's CPU attention has one kernel however many rows. Fast mode is llama.cpp's
-    # defaults (repacking, f16 cache): quicker on some machines, and the text may change.
-    exact: bool = True
-
-    @property
-    def threads(self) -> int:
-        return self.n_threads or default_threads()
-
-    @property
-    def mode(self) -> str:
-        return "exact" if self.exact else "fast"
-
-    @property
-    def kv_type(self) -> str:
-        """The KV cache's element type, as llama.cpp's -ctk/-ctv name it."""
-        return "q8_0" if self.exact else "f16"
-
-
-class Model:
-    """A loaded GGUF model: weights, vocabulary and metadata."""
-
-    def __init__(self, path: str | Path, options: RuntimeOptions | None = None, vocab_only: bool = False):
-        self.options = options or RuntimeOptions()
-        self.path = Path(path).expanduser()
-        self.info: GGUFInfo = read_gguf(self.path)
-        _init_backend()
-        params = llama.llama_model_default_params()
-        params.n_gpu_layers = self.options.gpu_layers
-        params.use_extra_bufts = not self.options.exact
-        params.vocab_only = vocab_only
-        # A model's own MTP heads load with it, so it can draft for itself (engine.drafting.mtp).
-        params.load_mtp = self.info.nextn_layers > 0
-        _log_state["recent"].clear()
-        ptr = llama.llama_model_load_from_file(str(self.path).encode(), params)
-        if not ptr:
-            reason = "; ".join(line for line in _log_state["recent"] if line) or "no reason given"
-            raise ModelFileError(f"llama.cpp could not load {self.path.name}: {reason}")
-        self.ptr = ptr
-        self.vocab = llama.llama_model_get_vocab(ptr)
-        self.n_vocab: int = llama.llama_vocab_n_tokens(self.vocab)
-        self.vocab_type: int = llama.llama_vocab_type(self.vocab)
-        self.bos: int = llama.llama_vocab_bos(self.vocab)
-        self.eos: int = llama.llama_vocab_eos(self.vocab)
-        self.add_bos: bool = bool(llama.llama_vocab_get_add_bos(self.vocab))
-        self.add_eos: bool = bool(llama.llama_vocab_get_add_eos(self.vocab))
-        self.n_ctx_train: int = llama.llama_model_n_ctx_train(ptr)
-        self.vocab_only = vocab_only
-        self._pieces: dict[int, bytes] = {}
-        self._eog: tuple[int, ...] | None = None
-        self._piece_buf = ctypes.create_string_buffer(256)
-
-    @property
-    def name(self) -> str:
-        return self.info.name
-
-    def describe(self) -> str:
-        buf = ctypes.create_string_buffer(256)
-        llama.llama_model_desc(self.ptr, buf, len(buf))
-        return buf.value.decode("utf-8", errors="replace")
-
-    def size_bytes(self) -> int:
-        return int(llama.llama_model_size(self.ptr))
-
-    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = True) -> list[int]:
-        """Text to token ids. Special tokens such as <|im_start|> are parsed by default."""
-        data = text.encode("utf-8")
-        cap = len(data) + 16
-        buf = (llama.llama_token * cap)()
-        n = llama.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
-        if n < 0:
-            cap = -n
-            buf = (llama.llama_token * cap)()
-            n = llama.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
-        return list(buf[:n])
-
-    def piece(self, token: int) -> bytes:
-        """The bytes a token stands for (special tokens render as nothing)."""
-        cached = self._pieces.get(token)
-        if cached is None:
-            n = llama.llama_token_to_piece(self.vocab, token, self._piece_buf, len(self._piece_buf), 0, False)
-            if n < 0:
-                big = ctypes.create_string_buffer(-n)
-                n = llama.llama_token_to_piece(self.vocab, token, big, -n, 0, False)
-                cached = big.raw[:n]
-            else:
-                cached = self._piece_buf.raw[:n]
-            self._pieces[token] = cached
-        return cached
-
-    def token_text(self, token: int) -> str:
-        """The vocabulary's own spelling of a token (as stored, e.g. 'Ġthe')."""
-        raw = llama.llama_vocab_get_text(self.vocab, token)
-        return raw.decode("utf-8", errors="replace") if raw else ""
-
-    def display(self, token: int) -> str:
-        """A token as a person reads it: its text, or its vocabulary spelling if special."""
-        text = self.piece(token).decode("utf-8", errors="replace")
-        return text if text else self.token_text(token)
-
-    def is_eog(self, token: int) -> bool:
-        return bool(llama.llama_vocab_is_eog(self.vocab, token))
-
-    def eog_tokens(self) -> tuple[int, ...]:
-        """Every end-of-generation token id (end of text, end of turn, ...)."""
-        if self._eog is None:
-            self._eog = tuple(t for t in range(self.n_vocab) if llama.llama_vocab_is_eog(self.vocab, t))
-        return self._eog
-
-    def meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(1 << 16)
-        n = llama.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
-
-    def close(self) -> None:
-        if getattr(self, "ptr", None):
-            llama.llama_model_free(self.ptr)
-            self.ptr = None
-
-    def __del__(self) -> None:
-        self.close()
-
+from engine.errors import ContextFullError, RuntimeFailure
+from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, _log_state
 
 # (tokens, position of the first, the model's hidden state per token, [len(tokens), n_embd], or None)
 BatchObserver = Callable[[list[int], int, "np.ndarray | None"], None]
@@ -449,15 +274,3 @@ def common_prefix(a: list[int], b: list[int]) -> int:
         else:
             hi = mid
     return lo
-
-
-def runtime_version() -> str:
-    """llama-cpp-python's version and llama.cpp's system info, for cache keys and reports."""
-    import llama_cpp
-
-    return f"llama-cpp-python {llama_cpp.__version__}"
-
-
-def system_info() -> str:
-    _init_backend()
-    return llama.llama_print_system_info().decode("utf-8", errors="replace").strip()
