@@ -97,3 +97,32 @@ def discover(target_path: str | Path) -> Discovery:
     if passed_over:
         said += " Passed over: " + "; ".join(passed_over) + "."
     return Discovery(None, said)
+
+
+# What stock llama.cpp calls each kind (`--spec-type`), for the ruler's arms beside ours.
+SPEC_TYPES = {
+    "model": "draft-simple",
+    "mtp": "draft-mtp",
+    "assistant": "draft-mtp",
+    "dflash": "draft-dflash",
+    "eagle3": "draft-eagle3",
+}
+
+
+def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
+    """The kind of drafter `spec` names for this target, from headers alone.
+
+    "none", "ngram", "mtp" (the target's heads, or a file of them), "dflash", "eagle3",
+    "assistant" (Gemma 4's), or "model" (a small model of the target's family).
+    """
+    if str(spec) in ("none", "ngram", "mtp"):
+        return str(spec)
+    side = read_gguf(Path(spec))
+    arch = side.architecture
+    if arch in ("dflash", "eagle3"):
+        return arch
+    if arch == "gemma4-assistant":
+        return "assistant"
+    if side.nextn_layers and arch == read_gguf(Path(target_path)).architecture:
+        return "mtp"
+    return "model"

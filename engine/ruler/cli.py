@@ -9,6 +9,7 @@ from pathlib import Path
 from engine.depth import AUTO, MAX_DEPTH
 from engine.errors import DraftlightError
 from engine.models import catalog
+from engine.models.discover import drafter_kind
 from engine.progress import terminal_progress
 from engine.ruler.prompts import built_in, load_file
 from engine.ruler.runner import Arm, BenchConfig, run_bench
@@ -24,15 +25,17 @@ def _depths(text: str) -> list[int]:
     return depths
 
 
-def arms_for(args: argparse.Namespace) -> list[Arm]:
-    depths = sorted(set(args.depths) | {0})  # speedups are against depth 0
-    arms = [Arm("ours", "model" if d else "none", d) for d in depths]
+def arms_for(args: argparse.Namespace, kinds: list[str] = ("model",)) -> list[Arm]:
+    """Depth 0, then every drafter kind at every depth asked for; llama.cpp's arms beside ours."""
+    depths = sorted(set(args.depths) - {0})
+    drafting = [Arm("ours", kind, d) for kind in kinds for d in depths]
+    arms = [Arm("ours", "none", 0), *drafting]  # speedups are against depth 0
     if args.ngram_depth:
         arms.append(Arm("ours", "ngram", args.ngram_depth))
     if args.auto:
-        arms.append(Arm("ours", "model", AUTO))
+        arms += [Arm("ours", kind, AUTO) for kind in kinds]
     if not args.no_oracle:
-        arms += [Arm("llama.cpp", "model" if d else "none", d) for d in depths]
+        arms += [Arm("llama.cpp", "none", 0), *(Arm("llama.cpp", a.drafter, a.depth) for a in drafting)]
     if args.repack:
         arms.append(Arm("ours", "none", 0, fast=True))
         if not args.no_oracle:
@@ -45,7 +48,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     progress = terminal_progress()
     target = catalog.resolve(args.target if args.target != "default" else catalog.DEFAULT_TARGET, progress)
-    drafter = catalog.resolve(args.drafter if args.drafter != "default" else catalog.DEFAULT_DRAFTER, progress)
+    drafter, drafters = None, {}  # the draft model; the other kinds' drafters
+    for spec in args.drafter or ["default"]:
+        if spec not in ("mtp", "ngram", "none"):
+            spec = str(catalog.resolve(catalog.DEFAULT_DRAFTER if spec == "default" else spec, progress))
+        kind = drafter_kind(target, spec)
+        if kind in ("ngram", "none"):
+            continue  # the n-gram arm has its own flag; depth 0 is always there
+        if kind == "model":
+            drafter = Path(spec)
+        else:
+            drafters[kind] = spec
     prompts = load_file(args.prompts) if args.prompts else built_in(args.only.split(",") if args.only else None)
     build = None
     if not args.no_oracle:
@@ -53,8 +66,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config = BenchConfig(
         target=target,
         drafter=drafter,
+        drafters=drafters,
         prompts=prompts,
-        arms=arms_for(args),
+        arms=arms_for(args, (["model"] if drafter else []) + list(drafters)),
         n_tokens=args.tokens,
         repeats=args.repeats,
         threads=args.threads,
@@ -113,7 +127,12 @@ def add_cli(sub) -> None:
     bench.add_argument("--ctx", type=int, default=4096)
     bench.add_argument("--thinking", choices=("on", "off"), default="off")
     bench.add_argument("--target", default="default")
-    bench.add_argument("--drafter", default="default")
+    bench.add_argument(
+        "--drafter",
+        action="append",
+        help="default, a catalog name, a .gguf (a draft model, DFlash, EAGLE-3, a file of MTP heads) or mtp; "
+        "repeat to measure several kinds side by side (default: the default draft model)",
+    )
     bench.add_argument("--no-oracle", action="store_true", help="our arms only")
     bench.add_argument("--build-oracle", action="store_true", help="build stock llama.cpp first if it is missing")
     bench.add_argument("--repack", action="store_true", help="also run depth 0 with weight repacking in both engines")

@@ -99,18 +99,26 @@ def plain_command(build: OracleBuild, model: Path, threads: int, n_ctx: int, rep
 
 
 def speculative_command(
-    build: OracleBuild, target: Path, drafter: Path, depth: int, threads: int, n_ctx: int, repack: bool
+    build: OracleBuild,
+    target: Path,
+    drafter: Path | None,
+    depth: int,
+    threads: int,
+    n_ctx: int,
+    repack: bool,
+    spec_type: str = "draft-simple",
 ) -> list[str]:
-    """llama-server with a draft model drafting exactly `depth` tokens a round.
+    """llama-server with a drafter (`spec_type`) drafting exactly `depth` tokens a round.
 
-    p-min 0 keeps the drafter from stopping early. n-min stays 0 so that, as in the
-    engine, the last rounds draft only what the token budget leaves (n-min k would make
-    llama.cpp skip those drafts instead).
+    `drafter` None: the target drafts with the heads in its own file (draft-mtp). p-min 0
+    keeps the drafter from stopping early. n-min stays 0 so that, as in the engine, the
+    last rounds draft only what the token budget leaves (n-min k would make llama.cpp skip
+    those drafts instead).
     """
     return [
         *_common_args(build, target, threads, n_ctx, repack),
-        "-md", str(drafter),
-        "--spec-type", "draft-simple",
+        *(["-md", str(drafter)] if drafter is not None else []),
+        "--spec-type", spec_type,
         "--spec-draft-n-max", str(depth),
         "--spec-draft-n-min", "0",
         "--spec-draft-p-min", "0",
@@ -265,12 +273,19 @@ def serve_plain(build: OracleBuild, model: Path, threads: int, n_ctx: int, repac
 
 
 def serve_speculative(
-    build: OracleBuild, target: Path, drafter: Path, depth: int, threads: int, n_ctx: int, repack: bool
+    build: OracleBuild,
+    target: Path,
+    drafter: Path | None,
+    depth: int,
+    threads: int,
+    n_ctx: int,
+    repack: bool,
+    spec_type: str = "draft-simple",
 ) -> OracleServer:
     """A server for repeated runs at one draft depth (use as a context manager)."""
     if depth < 1:
         raise ValueError("a speculative arm drafts at least one token")
-    command = speculative_command(build, target, drafter, depth, threads, n_ctx, repack)
+    command = speculative_command(build, target, drafter, depth, threads, n_ctx, repack, spec_type)
     return OracleServer(command, f"depth {depth}", depth)
 
 

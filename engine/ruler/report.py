@@ -91,6 +91,14 @@ def summarize(result: BenchResult) -> tuple[list[Cell], list[Cell]]:
     return cells, overall
 
 
+def _drafters(cfg: dict) -> str:
+    """The drafters in words: "drafter x.gguf", "mtp: the target's heads", "dflash: y.gguf"."""
+    said = [f"drafter {Path(cfg['drafter']).name}"] if cfg.get("drafter") else []
+    for kind, spec in cfg.get("drafters", {}).items():
+        said.append(f"{kind}: " + ("the target's own heads" if spec == "mtp" else Path(spec).name))
+    return ", ".join(said) or "no drafter"
+
+
 def _cell(arm: str, prompt: str, runs: list[RunRecord], plain: list[RunRecord]) -> Cell:
     first = runs[0]
     c = Cell(
@@ -219,13 +227,14 @@ def markdown(result: BenchResult) -> str:
         f"{machine.get('memory_gib', '?')} GiB), {machine.get('platform')}",
         f"- Runtime: {machine.get('runtime')}; llama.cpp: `{machine.get('llama_cpp_system_info')}`",
         f"- Reference: {cfg.get('oracle') or 'none (our arms only)'}",
-        f"- Target {Path(cfg['target']).name}, drafter {Path(cfg['drafter']).name}; {cfg['n_tokens']} tokens per run "
+        f"- Target {Path(cfg['target']).name}, {_drafters(cfg)}; {cfg['n_tokens']} tokens per run "
         f"(end-of-generation banned in both engines), greedy, {cfg['threads']} threads, context {cfg['n_ctx']}, "
         f"thinking {'on' if cfg['thinking'] else 'off'}; median of {cfg['repeats']} interleaved repeats, "
         "each after a warm-up and a cool-down.",
         f"- Thermal at start: {machine.get('thermal')}",
-        "- Arms: `d0` is speculation off; `dK` drafts K tokens a round with the drafter model; `ngram` uses "
-        "prompt lookup; `repack` allows CPU weight repacking (llama.cpp's `--repack`, our fast mode); the rest "
+        "- Arms: `d0` is speculation off; `dK` drafts K tokens a round with the drafter model; `mtp dK`, "
+        "`dflash dK`, `eagle3 dK`, `assistant dK` with that kind of drafter (llama.cpp's arm runs the same "
+        "`--spec-type`); `ngram` uses prompt lookup; `repack` allows CPU weight repacking (llama.cpp's `--repack`, our fast mode); the rest "
         "run without it (our exact mode, `--no-repack`).",
         "",
     ]

@@ -13,6 +13,7 @@ from engine.chat import Message
 from engine.depth import AUTO, Depth
 from engine.events import RoundEvent
 from engine.measure.thermal import read_thermal, wait_until_cool
+from engine.models.discover import SPEC_TYPES
 from engine.ruler.prompts import BenchPrompt
 from engine.runtime import RuntimeOptions, runtime_version, system_info
 from engine.session import Engine
@@ -27,15 +28,15 @@ class Arm:
     """One way of generating: an engine, a drafter, a depth (AUTO: the tuner decides)."""
 
     engine: str  # "ours" or "llama.cpp"
-    drafter: str  # "model", "ngram" or "none"
+    drafter: str  # a drafter kind: "none", "model", "ngram", "mtp", "dflash", "eagle3", "assistant"
     depth: Depth
     fast: bool = False  # ours: weight repacking allowed; llama.cpp: --repack
 
     @property
     def name(self) -> str:
         what = AUTO if self.depth == AUTO else f"d{self.depth}"
-        if self.drafter == "ngram":
-            what = f"ngram {what}"
+        if self.drafter not in ("model", "none"):
+            what = f"{self.drafter} {what}"
         return f"{self.engine} {what}{' repack' if self.fast else ''}"
 
     @property
@@ -76,9 +77,11 @@ class RunRecord:
 @dataclass
 class BenchConfig:
     target: Path
-    drafter: Path
+    drafter: Path | None  # the draft model of the "model" arms
     prompts: list[BenchPrompt]
     arms: list[Arm]
+    # the other kinds' drafters: kind -> "mtp" or the file (DFlash, EAGLE-3, a file of MTP heads, an assistant)
+    drafters: dict[str, str] = field(default_factory=dict)
     n_tokens: int = 96
     repeats: int = 3
     threads: int = 0
@@ -137,32 +140,47 @@ def describe_machine(threads: int) -> dict:
 
 
 class OursRunner:
-    """Our engine's arms: one Engine per weight layout, drafters swapped per arm."""
+    """Our engine's arms: one Engine per weight layout, drafters swapped per arm.
+
+    A drafter that reads the target (an MTP head, DFlash, EAGLE-3, an assistant) watches
+    every batch its target context decodes, so it gets a context of its own over the same
+    loaded model: the other arms' passes stay exactly what they are without it.
+    """
 
     def __init__(self, config: BenchConfig) -> None:
         from engine.drafting import ModelDrafter, NgramDrafter
         from engine.runtime import Model
+        from engine.session import load_drafter
 
         self.config = config
         self.engines: dict[bool, Engine] = {}
+        self.readers: dict[tuple[bool, str], Engine] = {}  # (fast, kind) -> an engine on the shared model
         self.drafters: dict[tuple[bool, str], object] = {}
         fast_wanted = {a.fast for a in config.arms if a.engine == "ours"} or {False}
         for fast in sorted(fast_wanted):
             options = RuntimeOptions(n_ctx=config.n_ctx, n_threads=config.threads, exact=not fast)
             engine = Engine(Model(config.target, options), None, options)
             self.engines[fast] = engine
-            if any(a.engine == "ours" and a.fast == fast and a.drafter == "model" for a in config.arms):
+            kinds = {a.drafter for a in config.arms if a.engine == "ours" and a.fast == fast}
+            if "model" in kinds and config.drafter is not None:
                 self.drafters[(fast, "model")] = ModelDrafter(Model(config.drafter, options), options)
             self.drafters[(fast, "ngram")] = NgramDrafter()
-        self.tuners: dict[str, object] = {}
+            for kind in sorted(kinds & set(config.drafters)):
+                reader = Engine(engine.target, None, options)
+                self.readers[(fast, kind)] = reader
+                reader.set_drafter(*load_drafter(engine.target, config.drafters[kind], options, target_ctx=reader.ctx))
 
     def render(self, prompt: BenchPrompt) -> str:
         engine = next(iter(self.engines.values()))
         return engine.render([Message("user", prompt.text)], thinking=self.config.thinking)
 
     def run(self, arm: Arm, prompt: BenchPrompt, rendered: str, n_tokens: int) -> RunRecord:
-        engine = self.engines[arm.fast]
-        engine.swap_drafter(self.drafters.get((arm.fast, arm.drafter)))  # a fresh Auto for every run
+        engine = self.readers.get((arm.fast, arm.drafter))
+        if engine is None:
+            engine = self.engines[arm.fast]
+            engine.swap_drafter(self.drafters.get((arm.fast, arm.drafter)))  # a fresh Auto for every run
+        else:
+            engine.set_drafter(engine.drafter, engine.verdict)  # a fresh Auto for every run
         ids = engine.tokenize_prompt(rendered)
         engine.forget()  # every run prefills the whole prompt, as llama.cpp's does
         config = GenerationConfig(max_tokens=n_tokens, depth=arm.depth, ignore_eog=True)
@@ -202,6 +220,9 @@ class OursRunner:
             close = getattr(d, "close", None)
             if close:
                 close()
+        for reader in self.readers.values():  # the model is the layout's engine's, closed below
+            reader.set_drafter(None)
+            reader.ctx.close()
         for e in self.engines.values():
             e.close()
 
@@ -220,9 +241,11 @@ class OracleRunner:
             if arm.depth == 0:
                 server = oracle.serve_plain(build, config.target, threads, config.n_ctx, arm.fast)
             else:
+                spec = str(config.drafter) if arm.drafter == "model" else config.drafters[arm.drafter]
                 server = oracle.serve_speculative(
-                    build, config.target, config.drafter, arm.depth, threads, config.n_ctx, arm.fast
-                )
+                    build, config.target, None if spec == "mtp" else Path(spec), arm.depth, threads,
+                    config.n_ctx, arm.fast, SPEC_TYPES[arm.drafter],
+                )  # fmt: skip
             server.start()
             self.servers[arm.name] = server
 
@@ -300,7 +323,8 @@ def run_bench(config: BenchConfig, oracle_build=None, progress: Progress = print
             theirs.close()
     cfg = {
         "target": str(config.target),
-        "drafter": str(config.drafter),
+        "drafter": str(config.drafter) if config.drafter else None,
+        "drafters": dict(config.drafters),
         "arms": [a.name for a in arms],
         "n_tokens": config.n_tokens,
         "repeats": config.repeats,

@@ -208,14 +208,20 @@ def hybrid_qwen35(
     return path
 
 
-def dflash(path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...] = ()) -> Path:
+def dflash(
+    path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...] = (), known: list[int] | None = None
+) -> Path:
     """A DFlash drafter for hybrid_qwen35: a block of 4 (3 drafts), mask token 127, no embeddings of its own.
 
     With `vocab` it may only ever draft those target tokens (a `d2t` map and an output layer
     of its own), which makes some drafts land on a random target.
+
+    With `known` (a table, for the known target of hybrid_qwen35(known=...)): every weight is
+    zero but its output layer, which writes known[x] after the one-hot x. Nothing mixes
+    positions, so each mask row keeps the mask token's embedding: every draft is known[127].
     """
     arch, head_dim = "dflash", N_EMBD // N_HEAD
-    weight = _random(seed, stdev)
+    weight = _random(seed, stdev) if known is None else _zeros
     w = _writer(path, arch, "draftlight test dflash", N_FF, blocks=1)
     w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
     w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)
@@ -240,24 +246,36 @@ def dflash(path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...]
     if vocab:
         w.add_tensor("d2t", np.array(vocab, dtype=np.int64))
         w.add_tensor("output.weight", weight(N_EMBD, len(vocab)))
+    elif known is not None:
+        w.add_tensor("output.weight", _choose(known))
     _finish(w)
     return path
 
 
-def eagle3(path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...] = ()) -> Path:
+def eagle3(
+    path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...] = (), known: list[int] | None = None
+) -> Path:
     """An EAGLE-3 drafter for hybrid_qwen35: reads its layers 0 and 1 and its final state; no embeddings of its own.
 
     With `vocab` it may only ever draft those target tokens (a `d2t` map and an output layer).
+
+    With `known` (a table, for the known target of hybrid_qwen35(known=...)): every weight is
+    zero but `fc`, which passes layer 0's input (the one-hot x of the last token kept), and
+    an output layer writing known[x] after it. With nothing else, the state stays one-hot x
+    from step to step: every draft of a round is known[x].
     """
     arch = "eagle3"
-    weight = _random(seed, stdev)
+    weight = _random(seed, stdev) if known is None else _zeros
     w = _writer(path, arch, "draftlight test eagle3", N_FF, blocks=1)
     w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
     w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)
     w.add_float32(f"{arch}.rope.freq_base", 10000.0)
     w.add_array(f"{arch}.target_layers", [0, 1, 2])  # 2: past the target's last layer, its final state
     w.add_uint32(f"{arch}.target_hidden_size", N_EMBD)
-    w.add_tensor("fc.weight", weight(3 * N_EMBD, N_EMBD))
+    fc = weight(3 * N_EMBD, N_EMBD)
+    if known is not None:
+        fc[:, :N_EMBD] = np.eye(N_EMBD, dtype=np.float32)
+    w.add_tensor("fc.weight", fc)
     w.add_tensor("blk.0.attn_norm.weight", 1 + weight(N_EMBD))
     w.add_tensor("blk.0.attn_norm_2.weight", 1 + weight(N_EMBD))
     for name in ("attn_q", "attn_k", "attn_v"):  # over the token's embedding and g, side by side
@@ -271,5 +289,7 @@ def eagle3(path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...]
     if vocab:
         w.add_tensor("d2t", np.array(vocab, dtype=np.int64))
         w.add_tensor("output.weight", weight(N_EMBD, len(vocab)))
+    elif known is not None:
+        w.add_tensor("output.weight", _choose(known))
     _finish(w)
     return path
