@@ -160,7 +160,7 @@ class EngineWorker(QObject):
         else:
             verdict, ok = (engine.verdict.explain(), engine.verdict.compatible) if engine.verdict else ("", True)
         if engine.ctx.has_state and engine.can_speculate:  # a hybrid target: say how drafts are undone
-            verdict = f"{verdict} {engine.ctx.describe_rollback()}".strip()
+            verdict = f"{verdict} {engine.describe_rollback()}".strip()
         drafter_name = getattr(engine.drafter, "name", "none") if engine.drafter else "none"
         return PairInfo(
             target=self.target_spec,

@@ -16,6 +16,7 @@ from engine.depth import AUTO, MAX_DEPTH, describe_depth, parse_depth
 from engine.errors import DraftlightError
 from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.models import catalog
+from engine.models.discover import drafter_kind
 from engine.progress import say_on_stderr, terminal_progress
 
 ANSI = {
@@ -161,6 +162,10 @@ def cmd_tune(args) -> int:
     options = RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=not args.fast)
     progress = terminal_progress()
     target_path = catalog.resolve(catalog.DEFAULT_TARGET if args.target == "default" else args.target, progress)
+    if args.drafter in ("mtp", "ngram") or (
+        args.drafter != "default" and drafter_kind(target_path, catalog.resolve(args.drafter, progress)) != "model"
+    ):
+        return _tune_target_only(target_path, options)
     drafter_path = catalog.resolve(catalog.DEFAULT_DRAFTER if args.drafter == "default" else args.drafter, progress)
     existing = None if args.force else load_profile(target_path, drafter_path, options)
     if existing is not None:
@@ -185,6 +190,26 @@ def cmd_tune(args) -> int:
         + "  ".join(f"d{k} {r:.1f}" for k, r in enumerate(rates))
     )
     print(explain(profile, depth, profile.acceptance_prior))
+    return 0
+
+
+def _tune_target_only(target_path, options) -> int:
+    """A drafter with no model of its own: the target's rows and rollback here; its own cost shows in situ."""
+    from engine.measure.profile import profile_for_target_only
+    from engine.runtime import Model
+
+    target = Model(target_path, options)
+    try:
+        profile = profile_for_target_only(target, options, say_on_stderr("tune"))
+    finally:
+        target.close()
+    print(f"Box profile for {profile.target}, {profile.mode} mode, {profile.threads} threads")
+    print(f"machine: {profile.machine}")
+    print(profile.table())
+    print(
+        "This drafter has no model of its own to time: Auto starts it free and prices its draft steps, "
+        "what feeding it costs inside the verify pass, and the round's rest from the conversation's own rounds."
+    )
     return 0
 
 

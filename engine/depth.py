@@ -19,6 +19,15 @@ AUTO: Literal["auto"] = "auto"
 Depth = int | Literal["auto"]
 
 
+@dataclass(frozen=True)
+class RoundSeconds:
+    """What a round's parts took: drafting, the verify pass, the accept walk with its rewinds."""
+
+    draft: float
+    verify: float
+    commit: float
+
+
 class DepthPolicy(Protocol):
     """Chooses each round's depth; learns from what the round drafted and kept."""
 
@@ -29,8 +38,8 @@ class DepthPolicy(Protocol):
     def choose(self) -> int:
         """The depth for the next round, 0..MAX_DEPTH."""
 
-    def observe(self, drafted: int, accepted: int) -> None:
-        """How the last round went."""
+    def observe(self, drafted: int, accepted: int, seconds: RoundSeconds | None = None) -> None:
+        """How the last round went, and what its parts took."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +59,7 @@ class FixedDepth:
     def choose(self) -> int:
         return self.depth
 
-    def observe(self, drafted: int, accepted: int) -> None:
+    def observe(self, drafted: int, accepted: int, seconds: RoundSeconds | None = None) -> None:
         pass
 
 

@@ -110,6 +110,18 @@ class Engine:
             return self.auto_depth(progress)
         return FixedDepth(min(depth, MAX_DEPTH))
 
+    def describe_rollback(self) -> str:
+        """How the target undoes a rejected draft, in a sentence; with its cost here where a profile is saved."""
+        said = self.ctx.describe_rollback()
+        profile = saved_target_profile(self.target, self.options)
+        if self.ctx.has_state and self.ctx.can_rewind and profile is not None and profile.rollback_s > 0:
+            share = profile.rollback_s / profile.target_rows_s[0]
+            said += (
+                f" Undoing a rejected draft costs {profile.rollback_s * 1e3:.2f} ms on this box, "
+                f"{share:.1%} of a target pass, and Auto counts it in a round's cost."
+            )
+        return said
+
     def saved_profile(self) -> BoxProfile | None:
         """This pair's box profile if one is saved (`draftlight tune`, or a first Auto reply)."""
         return saved_pair_profile(self.target, self.drafter, self.options)

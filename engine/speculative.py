@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.chat import StopMatcher, TextStream
-from engine.depth import Depth, DepthPolicy
+from engine.depth import Depth, DepthPolicy, RoundSeconds
 from engine.drafting import Draft, Drafter, VerifyBatch
 from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.runtime import Context
@@ -259,7 +259,7 @@ def generate(
                 break
         round_s = time.perf_counter() - start
         if first_row is None:
-            policy.observe(len(r.draft.tokens), r.verdict.accepted)
+            policy.observe(len(r.draft.tokens), r.verdict.accepted, RoundSeconds(r.draft_s, r.verify_s, r.commit_s))
         for event in events:
             released, stopped = stops.push(event)
             pieces.extend(e.text for e in released)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
+from dataclasses import replace
 
-from engine.depth import AUTO, MAX_DEPTH, Depth
+from engine.depth import AUTO, MAX_DEPTH, Depth, RoundSeconds
 from engine.drafting import Drafter, ModelDrafter
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, explain
 from engine.measure.profile import profile_for, profile_for_target_only
@@ -17,6 +19,11 @@ class AutoDepth:
     Acceptance per position is kept over a rolling window of rounds; positions not yet
     seen borrow the profile's calibration. The choice is revisited every `every` rounds
     and changes only when the new depth is predicted `margin` faster, so it does not flap.
+
+    With `in_situ`, the drafter's costs come from the conversation's own rounds, not the
+    profile: an MTP head, DFlash or EAGLE-3 drafter has no model to time on its own, and
+    what it costs (a draft step, feeding it the target's rows inside the verify pass, the
+    rollback after a rejection) shows only in the rounds it drafts.
     """
 
     def __init__(
@@ -27,8 +34,11 @@ class AutoDepth:
         every: int = 4,
         margin: float = 0.03,
         max_depth: int = MAX_DEPTH,
+        in_situ: bool = False,
     ) -> None:
         self.profile = profile
+        self.in_situ = in_situ
+        self.timings: deque[tuple[float, float, float]] = deque(maxlen=window)  # per draft token, extra, commit
         self.drafter_step_s = drafter_step_s
         self.window = window
         self.every = every
@@ -49,17 +59,28 @@ class AutoDepth:
     def choose(self) -> int:
         return self.depth
 
-    def observe(self, drafted: int, accepted: int) -> None:
+    def observe(self, drafted: int, accepted: int, seconds: RoundSeconds | None = None) -> None:
         if drafted:
             self.rounds.append((drafted, accepted))
+            if self.in_situ and seconds is not None:
+                rows_s = self.profile.target_rows_s[min(drafted, len(self.profile.target_rows_s) - 1)]
+                self.timings.append((seconds.draft / drafted, max(0.0, seconds.verify - rows_s), seconds.commit))
         self._since += 1
         if self._since < self.every:
             return
         self._since = 0
+        if self.timings:
+            self._learn_costs()
         best, rates = best_depth(self.profile, self.acceptance(), self.drafter_step_s, self.max_depth)
         if best != self.depth and rates[best] > rates[self.depth] * (1 + self.margin):
             self.depth = best
         self._rates = rates
+
+    def _learn_costs(self) -> None:
+        """The drafter's step, its extra cost inside the verify pass and the round's rest, from the rounds seen."""
+        step, extra, commit = (statistics.median(x) for x in zip(*self.timings))
+        self.profile = replace(self.profile, drafter_step_s=step, drafter_catch_up_s=extra, overhead_s=commit)
+        self.drafter_step_s = None  # the profile's, learnt
 
     def predicted_speedup(self) -> float:
         return self._rates[self.depth] / self._rates[0]
@@ -70,7 +91,8 @@ class AutoDepth:
 
 def auto_depth_for(target: Model, drafter: Drafter, options: RuntimeOptions, progress=None) -> AutoDepth:
     """Auto for a pair: a draft model's saved (or freshly measured) profile; a drafter with
-    no model (n-gram) costs next to nothing, so the target's rows decide alone."""
+    no model of its own (n-grams, an MTP head, DFlash, EAGLE-3) starts free on the target's
+    measured rows, and its costs are learnt from the conversation's rounds."""
     if isinstance(drafter, ModelDrafter):
         return AutoDepth(profile_for(target, drafter.model, options, progress))
-    return AutoDepth(profile_for_target_only(target, options, progress), drafter_step_s=0.0)
+    return AutoDepth(profile_for_target_only(target, options, progress), drafter_step_s=0.0, in_situ=True)

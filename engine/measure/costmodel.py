@@ -38,6 +38,10 @@ class BoxProfile:
     # A round's first draft step also feeds the drafter what the last round committed (the
     # target's token, and the last draft after a full acceptance): its extra cost, in situ.
     drafter_catch_up_s: float = 0.0
+    # Undoing a rejected draft on the target (dropping KV cells; restoring a recurrent-state
+    # snapshot on a hybrid target), timed after a full verify batch. Calibrated rounds already
+    # count it in overhead_s; it is kept apart to say what a rollback costs here.
+    rollback_s: float = 0.0
     measured_at: float = field(default_factory=time.time)
     version: int = PROFILE_VERSION
 
@@ -69,6 +73,7 @@ class BoxProfile:
         )
         lines.append(f"drafter catch-up at a round's start {self.drafter_catch_up_s * 1e3:.1f} ms")
         lines.append(f"round overhead (accept walk, rewinds) {self.overhead_s * 1e3:.2f} ms")
+        lines.append(f"undoing a rejected draft {self.rollback_s * 1e3:.2f} ms = {self.rollback_s / one:.3f} of a pass")
         lines.append("calibration acceptance per position: " + " ".join(f"{a:.0%}" for a in self.acceptance_prior))
         return "\n".join(lines)
 

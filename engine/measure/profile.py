@@ -89,29 +89,37 @@ def _calibration_prompt(target: Model) -> list[int]:
 
 def time_rows(
     target: Model, options: RuntimeOptions, prompt: list[int], max_depth: int, repeats: int, say
-) -> list[float]:
-    """Median seconds of a target pass of 1..max_depth+1 rows, after the prompt, sizes interleaved."""
+) -> tuple[list[float], float]:
+    """Median seconds of a target pass of 1..max_depth+1 rows, after the prompt, sizes interleaved;
+    and of undoing a rejected draft (all but the first row of the largest pass)."""
     ctx = Context(target, options, max_rows=max_depth + 1)
     ctx.decode(prompt[:-1], all_logits=False)
     base = ctx.n_past
     filler = (prompt * (max_depth + 2))[-(max_depth + 1) :]  # real tokens at real positions
     say(f"timing target passes of 1 to {max_depth + 1} rows")
 
+    rollbacks: list[float] = []
+
     def one_pass(rows: int) -> float:
         t0 = time.perf_counter()
         ctx.decode(filler[:rows], all_logits=True)
         elapsed = time.perf_counter() - t0
+        if rows == max_depth + 1:  # keep the last committed token, undo the drafts after it
+            t1 = time.perf_counter()
+            ctx.rewind(base + 1)
+            rollbacks.append(time.perf_counter() - t1)
         ctx.rewind(base)
         return elapsed
 
     for rows in range(1, max_depth + 2):  # warm-up: every batch shape once
         one_pass(rows)
+    rollbacks.clear()
     samples: list[list[float]] = [[] for _ in range(max_depth + 1)]
     for _ in range(repeats):  # interleaved, so a slow moment falls on every size alike
         for rows in range(1, max_depth + 2):
             samples[rows - 1].append(one_pass(rows))
     ctx.close()
-    return [statistics.median(x) for x in samples]
+    return [statistics.median(x) for x in samples], statistics.median(rollbacks)
 
 
 def measure(
@@ -126,7 +134,7 @@ def measure(
     say = progress or (lambda _m: None)
     template = template_for(target)
     prompt = _calibration_prompt(target)
-    rows_s = time_rows(target, options, prompt, max_depth, repeats, say)
+    rows_s, rollback_s = time_rows(target, options, prompt, max_depth, repeats, say)
 
     say("timing drafter steps")
     dctx = Context(drafter, options, max_rows=1)
@@ -180,6 +188,7 @@ def measure(
         overhead_s=overhead,
         acceptance_prior=prior,
         drafter_catch_up_s=max(0.0, statistics.median(catch_ups)) if catch_ups else 0.0,
+        rollback_s=rollback_s,
     )
 
 
@@ -223,7 +232,7 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
             return BoxProfile(**data)
     if progress is None:
         raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
-    rows_s = time_rows(target, options, _calibration_prompt(target), MAX_DEPTH, 7, progress)
+    rows_s, rollback_s = time_rows(target, options, _calibration_prompt(target), MAX_DEPTH, 7, progress)
     profile = BoxProfile(
         key=profile_key(target.path, target.path, options),
         machine=machine_id(),
@@ -234,8 +243,9 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
         threads=options.threads,
         target_rows_s=rows_s,
         drafter_step_s=0.0,
-        overhead_s=0.0,
+        overhead_s=rollback_s,  # until a conversation's rounds say what the rest of a round costs
         acceptance_prior=[NEUTRAL_PRIOR] * MAX_DEPTH,
+        rollback_s=rollback_s,
     )
     save_profile(profile)
     return profile

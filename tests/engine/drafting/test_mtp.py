@@ -160,3 +160,16 @@ def test_auto_with_the_head_measures_the_targets_rows_once_and_writes_the_plain_
     assert profile.drafter == "(none)" and len(profile.target_rows_s) == MAX_DEPTH + 1
     assert mtp_engine.auto.drafter_step_s == 0.0
     assert len(list((tmp_path / "profiles").glob("*.json"))) == 1  # saved: the next reply measures nothing
+
+
+def test_tune_with_the_head_times_the_targets_rows_and_says_the_head_is_priced_in_situ(
+    mtp_path, tmp_path, monkeypatch, capsys
+):
+    from engine.cli import main
+
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
+    assert main(["tune", "--target", str(mtp_path), "--drafter", "mtp", "--ctx", "256"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Box profile for hybrid-mtp.gguf, exact mode")
+    assert "undoing a rejected draft" in out and f"{MAX_DEPTH + 1:4}  " in out  # rows 1..7 timed
+    assert out.rstrip().endswith("from the conversation's own rounds.")

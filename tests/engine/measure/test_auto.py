@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from engine.depth import AUTO, MAX_DEPTH
+import pytest
+
+from engine.depth import AUTO, MAX_DEPTH, RoundSeconds
 from engine.measure.auto import AutoDepth
 from engine.measure.costmodel import BoxProfile
 
@@ -34,3 +36,25 @@ def test_auto_is_a_depth_policy_capped_by_the_one_cap():
     for _ in range(40):
         auto.observe(auto.choose(), auto.choose())
     assert auto.choose() == MAX_DEPTH
+
+
+def test_a_drafter_without_a_model_is_priced_from_its_own_rounds():
+    # The target's rows are cheap (a GPU-like box) and every draft lands: drafting that
+    # started free pays. The rounds then show each draft step costing a whole pass and the
+    # verify pass 20 ms over the target's rows (the head fed inside it): Auto stops drafting.
+    box = _profile([0.010, 0.011, 0.012, 0.013, 0.014], 0.0, prior=(0.9, 0.9, 0.9, 0.9))
+    auto = AutoDepth(box, drafter_step_s=0.0, every=4, in_situ=True)
+    assert auto.depth == 4
+    for _ in range(8):
+        k = auto.choose()
+        auto.observe(k, k, RoundSeconds(draft=0.010 * k, verify=box.target_rows_s[k] + 0.020, commit=0.001))
+    learnt = auto.profile
+    assert (learnt.drafter_step_s, learnt.drafter_catch_up_s, learnt.overhead_s) == pytest.approx((0.010, 0.020, 0.001))
+    assert auto.depth == 0
+
+
+def test_a_model_drafters_profile_is_not_overwritten_by_rounds():
+    box = _profile([0.05, 0.06, 0.07, 0.08, 0.09], 0.01)
+    auto = AutoDepth(box, every=1)
+    auto.observe(2, 2, RoundSeconds(draft=1.0, verify=1.0, commit=1.0))
+    assert auto.profile is box

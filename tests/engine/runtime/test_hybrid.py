@@ -121,3 +121,24 @@ def test_a_state_that_cannot_roll_back_decodes_plainly_and_says_why(tmp_path, pr
     stats = events[-1]
     assert stats.generated_tokens == 12 and stats.drafted == 0 and stats.depth == 0
     assert {e.kind for e in events if hasattr(e, "kind")} == {TokenKind.PLAIN}
+
+
+def test_the_rollback_sentence_carries_its_cost_once_the_box_is_measured(hybrid, tmp_path, monkeypatch):
+    from engine.measure.profile import profile_for_target_only
+
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
+    engine = Engine(hybrid, NgramDrafter(), OPTIONS)
+    try:
+        assert "costs" not in engine.describe_rollback()  # nothing measured on this box yet
+        profile = profile_for_target_only(hybrid, OPTIONS, progress=lambda _: None)
+        assert profile.rollback_s > 0 and profile.overhead_s == profile.rollback_s
+        said = engine.describe_rollback()
+    finally:
+        engine.ctx.close()
+    ms = f"{profile.rollback_s * 1e3:.2f} ms"
+    share = f"{profile.rollback_s / profile.target_rows_s[0]:.1%}"
+    assert said == (
+        "draftlight test hybrid keeps a recurrent state: rejected drafts are undone from per-token snapshots "
+        f"(up to 6 tokens). Undoing a rejected draft costs {ms} on this box, {share} of a target pass, "
+        "and Auto counts it in a round's cost."
+    )
