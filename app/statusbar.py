@@ -11,7 +11,9 @@ KIND_WORDS = {
     "model": "a draft model",
     "ngram": "n-grams",
     "mtp": "the target's MTP head",
+    "assistant": "Gemma 4's assistant",
     "dflash": "DFlash",
+    "dspark": "DSpark",
     "eagle3": "EAGLE-3",
     "none": "no drafter",
 }

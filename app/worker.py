@@ -45,7 +45,7 @@ class PairInfo:
     target_name: str
     drafter: str
     drafter_name: str
-    drafter_kind: str  # "model", "ngram", "mtp", "dflash", "eagle3", or "none"
+    drafter_kind: str  # "model", "ngram", "mtp", "assistant", "dflash", "dspark", "eagle3", or "none"
     verdict: str
     compatible: bool
     mode: str

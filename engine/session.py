@@ -10,6 +10,7 @@ from pathlib import Path
 from engine.chat import Message, template_for, tokenize_prompt
 from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth
 from engine.drafting import DflashDrafter, Drafter, Eagle3Drafter, ModelDrafter, MtpDrafter, NgramDrafter
+from engine.drafting.mtp import ASSISTANT_ARCHITECTURES
 from engine.errors import ContextFullError, DraftlightError, IncompatibleDrafter
 from engine.events import Event, RunStats
 from engine.measure.auto import AutoDepth, auto_depth_for
@@ -223,17 +224,13 @@ def load_drafter(
     if not verdict.compatible:
         model.close()
         raise IncompatibleDrafter(verdict.explain())
-    if model.info.nextn_layers and model.info.architecture == target.info.architecture and target_ctx is not None:
-        try:  # a file of the target's MTP heads alone, beside the target
+    heads = model.info.nextn_layers and model.info.architecture == target.info.architecture
+    if (heads or model.info.architecture in ASSISTANT_ARCHITECTURES) and target_ctx is not None:
+        try:  # a file of the target's MTP heads alone, or an assistant that reads the target's memory
             return MtpDrafter(target_ctx, max_depth=MAX_DEPTH, sidecar=model), verdict
         except BaseException:
             model.close()
             raise
-    if model.info.architecture == "gemma4-assistant":
-        model.close()
-        raise IncompatibleDrafter(
-            f"{path.name} is a Gemma 4 assistant model, which shares the target's memory; Draftlight cannot run it yet."
-        )
     reader = {"dflash": DflashDrafter, "eagle3": Eagle3Drafter}.get(model.info.architecture)
     if reader is not None:
         if target_ctx is None:

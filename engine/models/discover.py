@@ -41,8 +41,10 @@ def _fits(target: GGUFInfo, side: GGUFInfo) -> tuple[str, str]:
         value = side.metadata.get("eagle3.target_hidden_size")
         theirs = value if isinstance(value, int) else None
         kind = "an EAGLE-3 drafter"
-    elif arch == "gemma4-assistant":
-        return "a Gemma 4 assistant model", "is a Gemma 4 assistant model, which Draftlight cannot run yet"
+    elif arch == "gemma4-assistant":  # it reads the target's final hidden state
+        value = side.metadata.get(f"{arch}.embedding_length_out")
+        theirs = value if isinstance(value, int) else None
+        kind = "a Gemma 4 assistant model"
     elif arch == target.architecture and side.nextn_layers:
         theirs = _width(side)
         kind = f"{target.name}'s MTP head in a file of its own"
@@ -105,6 +107,7 @@ SPEC_TYPES = {
     "mtp": "draft-mtp",
     "assistant": "draft-mtp",
     "dflash": "draft-dflash",
+    "dspark": "draft-dspark",
     "eagle3": "draft-eagle3",
 }
 
@@ -112,14 +115,16 @@ SPEC_TYPES = {
 def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
     """The kind of drafter `spec` names for this target, from headers alone.
 
-    "none", "ngram", "mtp" (the target's heads, or a file of them), "dflash", "eagle3",
-    "assistant" (Gemma 4's), or "model" (a small model of the target's family).
+    "none", "ngram", "mtp" (the target's heads, or a file of them), "dflash" (DFlash or DFlash2),
+    "dspark", "eagle3", "assistant" (Gemma 4's), or "model" (a small model of the target's family).
     """
     if str(spec) in ("none", "ngram", "mtp"):
         return str(spec)
     side = read_gguf(Path(spec))
     arch = side.architecture
-    if arch in ("dflash", "eagle3"):
+    if arch == "dflash":
+        return "dspark" if "markov_w1.weight" in side.tensor_names else "dflash"
+    if arch == "eagle3":
         return arch
     if arch == "gemma4-assistant":
         return "assistant"

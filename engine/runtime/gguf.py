@@ -75,6 +75,7 @@ class GGUFInfo:
     tensor_count: int
     expected_size: int  # bytes the file must hold for every tensor to be inside it
     actual_size: int
+    tensor_names: frozenset[str] = frozenset()
 
     @property
     def architecture(self) -> str:
@@ -166,8 +167,9 @@ def read_gguf(path: str | Path, keep_arrays: bool = False) -> GGUFInfo:
                 if value is not None:
                     metadata[key] = value
             end = 0
+            names: set[str] = set()
             for _ in range(n_tensors):
-                r.string()
+                names.add(r.string())
                 n_dims = r.unpack("<I")
                 n_elements = 1
                 for _ in range(n_dims):
@@ -187,4 +189,4 @@ def read_gguf(path: str | Path, keep_arrays: bool = False) -> GGUFInfo:
             f"{path.name} is truncated: it holds {size:,} bytes but its tensors need "
             f"{expected:,} ({100 * size / expected:.1f}% present). Fetch the file again."
         )
-    return GGUFInfo(path, version, metadata, n_tensors, expected, size)
+    return GGUFInfo(path, version, metadata, n_tensors, expected, size, frozenset(names))

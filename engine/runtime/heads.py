@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import llama_cpp.llama_cpp as llama
 import llama_cpp.llama_cpp_ext as llama_ext
@@ -117,6 +119,24 @@ class DraftContext:
     def last_position(self) -> int:
         """The last position the cache holds (-1 when empty)."""
         return int(llama.llama_memory_seq_pos_max(self.memory, 0))
+
+    @contextmanager
+    def nextn_layer(self, offset: int) -> Iterator[None]:
+        """Run the model's `offset`-th NextN head (chained heads), then the first again."""
+        if offset:
+            llama_ext.llama_set_nextn_layer_offset(self.ptr, offset)
+        try:
+            yield
+        finally:
+            if offset:
+                llama_ext.llama_set_nextn_layer_offset(self.ptr, 0)
+
+    def all_hidden_states(self, n: int) -> np.ndarray:
+        """Every row's hidden state of the last batch (`keep_hidden_states(masked=False)`): [n, width], a copy."""
+        ptr = llama_ext.llama_get_embeddings_nextn(self.ptr)
+        if not ptr:
+            raise RuntimeFailure(f"llama.cpp handed out no hidden states for {self.what}.")
+        return np.ctypeslib.as_array(ptr, shape=(n * self.width,)).reshape(n, self.width).copy()
 
     def keep_hidden_states(self, masked: bool = True) -> None:
         """Hand out the drafter's own hidden state (its next step's input), per output row."""

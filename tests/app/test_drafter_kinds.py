@@ -84,3 +84,40 @@ def test_the_prompt_lab_runs_the_head_at_each_depth(qtbot, mtp_window):
     for plain, drafted in (runs[0:2], runs[2:4]):
         assert drafted.stats.token_ids == plain.stats.token_ids  # the head changes the speed, not the words
         assert drafted.stats.drafted > 0 and plain.stats.drafted == 0
+
+
+def test_gemma_4s_assistant_drafts_in_the_window_and_the_teaching_view(qtbot, tmp_path):
+    from synthetic_gemma4 import gemma4, gemma4_assistant, known_tables
+
+    tables = known_tables()  # drafts the construction makes land now and then
+    target = gemma4(tmp_path / "gemma-4.gguf", known=tables)
+    assistant = gemma4_assistant(tmp_path / "mtp-gemma-4.gguf", known=tables)
+    prefs = settings.Preferences(target=str(target), drafter=str(assistant), depth=3, max_tokens=24)
+    window = MainWindow(store_path=tmp_path / "c.sqlite3", prefs=prefs)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.pair is not None and not window.busy, timeout=LOAD_TIMEOUT_MS)
+    try:
+        assert window.pair.drafter_kind == "assistant"
+        assert window.status.labels["drafter"].text() == "drafting: Gemma 4's assistant"
+        window.input.setPlainText("the mill on the river turned; the mill on the river")
+        with qtbot.waitSignal(window.reply_finished, timeout=LOAD_TIMEOUT_MS) as blocker:
+            window.send()
+        stats = blocker.args[0]
+        assert stats.generated_tokens == 24 and stats.accepted > 0
+        kinds = {t.kind for t in window.reply_tokens}
+        assert {TokenKind.ACCEPTED, TokenKind.REPLACED} <= kinds
+        assert check_document(window.transcript, window.reply_tokens) == []
+        teach = window.open_teaching()
+        qtbot.addWidget(teach)
+        teach.prompt.setText("the mill on the river")
+        teach.depth.setValue(2)
+        teach.start()
+        qtbot.waitUntil(lambda: not teach.waiting, timeout=LOAD_TIMEOUT_MS)
+        for _ in range(3):  # round 0's drafts and verdict, then round 1's drafts
+            teach.step()
+            qtbot.waitUntil(lambda: not teach.waiting, timeout=LOAD_TIMEOUT_MS)
+        qtbot.waitUntil(lambda: teach.verdict_due is not None, timeout=LOAD_TIMEOUT_MS)
+        assert len(teach.verdict_due.drafts) == 2
+    finally:
+        window.close()

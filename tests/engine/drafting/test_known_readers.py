@@ -11,7 +11,6 @@ and then stays on 47, so drafts fail, land, and at last all land.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from engine import Engine, GenerationConfig, RuntimeOptions
 pytest.importorskip("gguf")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from known import Drafts, predicted
 from speculative_simple import before_the_end, ours, theirs
 from synthetic import N_VOCAB, dflash, eagle3, hybrid_qwen35
 
@@ -33,29 +33,11 @@ F[41] = F[47] = 47
 T = [F[x] if x % 3 else (F[x] + 1) % N_VOCAB for x in range(N_VOCAB)]
 DFLASH_DRAFT = [47] * N_VOCAB  # only row 127 (the mask token) is ever read
 
-# a round's draft, from the token before the last and the last
-DRAFTS: dict[str, Callable[[int, int], int]] = {
-    "dflash": lambda before, last: 47,
-    "eagle3": lambda before, last: T[before],
+# a round's drafts, from the token before the last and the last
+DRAFTS: dict[str, Drafts] = {
+    "dflash": lambda before, last, k: [47] * k,
+    "eagle3": lambda before, last, k: [T[before]] * k,
 }
-
-
-def predicted(kind: str, prompt: list[int], depth: int, n_tokens: int) -> tuple[list[int], list[int], list[int]]:
-    """Token ids, drafted and accepted per position, from F and the drafter's rule alone."""
-    generated, drafted, accepted = [F[prompt[-1]]], [0] * depth, [0] * depth  # the first token: the prompt's pass
-    while len(generated) < n_tokens:
-        before, last = (prompt + generated)[-2:]
-        k = min(depth, n_tokens - len(generated) - 1)
-        drafts = [DRAFTS[kind](before, last)] * k
-        kept, prev = 0, last
-        while kept < k and drafts[kept] == F[prev]:
-            prev, kept = drafts[kept], kept + 1
-        for i in range(k):
-            drafted[i] += 1
-        for i in range(kept):
-            accepted[i] += 1
-        generated += [*drafts[:kept], F[prev]]
-    return generated, drafted, accepted
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +62,7 @@ def test_acceptance_per_position_is_what_the_construction_predicts(pair, depth):
     kind, eng = pair
     assert eng.drafter.kind == kind
     stats = list(eng.stream([10, 20, 30], GenerationConfig(max_tokens=20, depth=depth, ignore_eog=True)))[-1]
-    tokens, drafted, accepted = predicted(kind, [10, 20, 30], depth, 20)
+    tokens, drafted, accepted = predicted(F, DRAFTS[kind], [10, 20, 30], depth, 20)
     assert list(stats.token_ids) == tokens
     assert list(stats.drafted_per_position) == drafted
     assert list(stats.accepted_per_position) == accepted

@@ -85,3 +85,32 @@ def test_a_file_of_heads_alone_is_found_and_drafts_as_the_heads_inside_the_targe
         finally:
             engine.close()
     assert rounds[0] == rounds[1] and any(drafts for drafts, _ in rounds[0])
+
+
+def test_gemma_4s_assistant_beside_its_target_is_found_and_loaded(tmp_path):
+    from synthetic_gemma4 import gemma4, gemma4_assistant
+
+    target = gemma4(tmp_path / "gemma-4.gguf")
+    gemma4_assistant(tmp_path / "mtp-gemma-4.gguf")
+    found = discover(target)
+    assert found.said == (
+        "Found mtp-gemma-4.gguf beside the target: a Gemma 4 assistant model, as wide as draftlight test gemma4."
+    )
+    engine = Engine.load(target, "auto", OPTIONS)
+    try:
+        assert engine.drafter.kind == "assistant"
+    finally:
+        engine.close()
+
+
+def test_an_assistant_for_a_wider_target_is_passed_over(tmp_path):
+    from synthetic_gemma4 import gemma4_assistant
+
+    target = hybrid_qwen35(tmp_path / "hybrid.gguf")
+    gemma4_assistant(tmp_path / "mtp-gemma-4.gguf")
+    found = discover(target)
+    assert found.spec is None
+    assert (
+        "mtp-gemma-4.gguf is a Gemma 4 assistant model for a model 128 wide, and draftlight test hybrid is 256 "
+        "wide: it was trained for another target" in found.said
+    )
