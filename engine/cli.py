@@ -111,10 +111,15 @@ def cmd_models(args: argparse.Namespace) -> int:
     progress = terminal_progress()
     names = args.names or [catalog.DEFAULT_TARGET.key, catalog.DEFAULT_DRAFTER.key]
     if args.list:
+        from engine.models.pairs import PAIRS
+
         for m in catalog.CATALOG.values():
             here = catalog.models_dir() / m.filename
             state = "ready" if here.exists() else "not fetched"
-            print(f"{m.key:22} {m.title:40} {m.size / 1e6:8,.0f} MB  {state}")
+            print(f"{m.key:22} {m.title:48} {m.size / 1e6:8,.0f} MB  {state}")
+        print("\nPairs that draft for themselves, with what their users measured (not us: see the links):")
+        for pair in PAIRS:
+            print(pair.describe())
         return 0
     for name in names:
         model = catalog.lookup(name)

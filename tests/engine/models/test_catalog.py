@@ -203,7 +203,7 @@ def test_assemble_refuses_missing_bytes(private_cache):
 
 
 def test_the_installed_chunk_packages_are_found():
-    for model in catalog.CATALOG.values():
+    for model in (m for m in catalog.CATALOG.values() if m.chunk_packages):  # the rest come from the hub only
         paths = catalog.chunk_paths(model)
         if paths is None:
             pytest.skip(f"{model.pip_names[0]} is not installed")
