@@ -116,9 +116,7 @@ def main() -> int:
     def fmt(value: float | None) -> str:
         return "—" if value is None else f"{value:.2f}"
 
-    print(
-        "| target | arm | acceptance per position | decode tok/s ours | llama.cpp | ours / llama.cpp | c ours | c llama.cpp |"
-    )
+    print("| target | arm | acceptance | decode tok/s ours | llama.cpp | ours / llama.cpp | c ours | c llama.cpp |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
     for name, label, c, theirs, _ in rows:
         acc = " ".join(f"{a:.0%}" for a in c.acceptance) or "—"

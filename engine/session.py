@@ -176,6 +176,12 @@ class Engine:
         reads_target = self.drafter is not None and self.drafter.needs_hidden_states
         if reads_target:  # its head must see the whole prompt pass: no cached prefix it missed
             self.forget()
+        if reads_target and drafter is None:  # a plain reply: the head is not fed (the next reply forgets)
+            with self.ctx.observers_paused():
+                first_row, prefilled = self.ctx.prefill(prompt)
+                prefill = Prefill(prefilled, time.perf_counter() - t0, first_row)
+                yield from generate(self.ctx, None, policy, list(prompt), config, cancelled, prefill)
+            return
         first_row, prefilled = self.ctx.prefill(prompt)
         if drafter is not None and not reads_target:
             if policy.choose() > 0:

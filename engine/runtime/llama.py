@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import llama_cpp.llama_cpp as llama
 import llama_cpp.llama_cpp_ext as llama_ext
@@ -94,6 +95,18 @@ class Context:
                 self._want_hidden_states()
 
         return stop
+
+    @contextmanager
+    def observers_paused(self) -> Iterator[None]:
+        """Decode without telling the observers (nor computing hidden states for them): a plain reply."""
+        kept, self._observers = self._observers, []
+        self._want_hidden_states()
+        try:
+            yield
+        finally:
+            self._observers = kept + self._observers
+            if self.ptr:
+                self._want_hidden_states()
 
     def _want_hidden_states(self) -> None:
         wanted = any(hidden for _, hidden in self._observers)

@@ -175,3 +175,12 @@ def test_tune_with_the_head_times_the_targets_rows_and_says_the_head_is_priced_i
     assert out.startswith("Box profile for hybrid-mtp.gguf, exact mode")
     assert "undoing a rejected draft" in out and f"{MAX_DEPTH + 1:4}  " in out  # rows 1..7 timed
     assert out.rstrip().endswith("from the conversation's own rounds.")
+
+
+def test_a_plain_reply_does_not_feed_the_head(mtp_engine):
+    ids = mtp_engine.target.tokenize(PROMPT, add_special=True)
+    plain = list(mtp_engine.stream(ids, GenerationConfig(max_tokens=12, depth=0, ignore_eog=True)))[-1]
+    assert mtp_engine.drafter.head.n_past == 0  # speculation off: the head's pass is not paid for
+    assert mtp_engine.ctx._observers  # and it listens again for the next reply
+    drafted = list(mtp_engine.stream(ids, GenerationConfig(max_tokens=12, depth=3, ignore_eog=True)))[-1]
+    assert drafted.token_ids == plain.token_ids and drafted.drafted > 0
