@@ -231,6 +231,13 @@ def load_drafter(
         model.close()
         raise IncompatibleDrafter(verdict.explain())
     heads = model.info.nextn_layers and model.info.architecture == target.info.architecture
+    heads_alone = model.info.nextn_layers and "blk.0.attn_norm.weight" not in model.info.tensor_names  # as llama.cpp
+    if heads_alone and not heads and model.info.architecture not in ASSISTANT_ARCHITECTURES:
+        model.close()
+        raise IncompatibleDrafter(
+            f"{path.name} holds multi-token-prediction heads for a {model.info.architecture} model, and "
+            f"{target.name} is {target.info.architecture}: it was trained for another target."
+        )
     if (heads or model.info.architecture in ASSISTANT_ARCHITECTURES) and target_ctx is not None:
         try:  # a file of the target's MTP heads alone, or an assistant that reads the target's memory
             return MtpDrafter(target_ctx, max_depth=MAX_DEPTH, sidecar=model), verdict

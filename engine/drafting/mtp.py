@@ -31,6 +31,20 @@ from engine.sampling import Sampler
 ASSISTANT_ARCHITECTURES = frozenset({"gemma4-assistant"})  # heads that read the target's cache, not their own
 
 
+def _reads_the_cache_of(assistant: Model, target: Model) -> None:
+    """An assistant attends to the target's keys and values: their shapes must be its own; else a sentence."""
+    said = {
+        "attention.head_count_kv": "reads a cache of {} key/value heads, and {}'s has {}",
+        "attention.key_length": "reads keys {} wide, and {}'s are {} wide",
+    }
+    for key, words in said.items():
+        theirs = assistant.info.metadata.get(f"{assistant.info.architecture}.{key}")
+        ours = target.info.metadata.get(f"{target.info.architecture}.{key}")
+        if theirs != ours:
+            sentence = words.format(theirs, target.name, ours)
+            raise IncompatibleDrafter(f"{assistant.name} {sentence}: it was trained for another target.")
+
+
 class MtpDrafter:
     """A target's own MTP heads (or Gemma 4's assistant) as the drafter; it rides on the target's context."""
 
@@ -49,6 +63,8 @@ class MtpDrafter:
             )
         self.n_heads = int(llama.llama_model_n_layer_nextn(model.ptr))
         self.shared = model.info.architecture in ASSISTANT_ARCHITECTURES
+        if self.shared:
+            _reads_the_cache_of(model, target.model)
         self.chained = self.n_heads > 1 and not self.shared
         self.kind = "assistant" if self.shared else "mtp"
         self.head = mtp_head(target, sidecar)  # refuses a model without heads, in a sentence
