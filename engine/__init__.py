@@ -18,6 +18,11 @@ The layers beneath, each a sub-package or module with one purpose:
   replay, stepping, ruler/, cli   teaching replays, round-by-round stepping, the ruler, the CLI
 """
 
+# llama.cpp's library before numpy's: with numpy loaded first, loading a model on CUDA crashed
+# (benchmarks/gpu/run.sh's load phase shows which import orders do).
+import llama_cpp.llama_cpp  # noqa: F401, I001
+
+
 from engine.chat import ChatTemplate, Message, template_for, tokenize_prompt
 from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth, describe_depth, parse_depth
 from engine.drafting import Draft, Drafter, ModelDrafter, MtpDrafter, NgramDrafter, VerifyBatch

@@ -21,7 +21,7 @@ from engine.depth import Depth, DepthPolicy, RoundSeconds
 from engine.drafting import Draft, Drafter, VerifyBatch
 from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.runtime import Context
-from engine.sampling import Sampler, SamplingConfig, residual, top_candidates
+from engine.sampling import Sampler, SamplingConfig, residual, softmax_at_many, top_candidates
 
 NO_DRAFT = Draft()
 Candidates = tuple[tuple[int, float], ...]
@@ -142,6 +142,8 @@ def speculative_round(
 def provenance(draft: Draft, verdict: Verdict, top: int, want_probs: bool) -> list[Emitted]:
     """The round's tokens: accepted drafts, then the target's own, named by where they came from."""
     tokens = [*draft.tokens[: verdict.accepted], verdict.token]
+    drafted = min(len(tokens), len(draft.tokens))
+    draft_probs = draft.probs(tokens[:drafted]) if want_probs and drafted else [None] * drafted
     out = []
     for pos, token in enumerate(tokens):
         if not draft.tokens:
@@ -152,16 +154,15 @@ def provenance(draft: Draft, verdict: Verdict, top: int, want_probs: bool) -> li
             kind = TokenKind.REPLACED
         else:
             kind = TokenKind.BONUS
-        drafted = pos < len(draft.tokens)
         out.append(
             Emitted(
                 token=token,
                 kind=kind,
                 target_prob=verdict.target_probs[pos],
-                draft_prob=draft.prob(pos, token) if want_probs and drafted else None,
+                draft_prob=draft_probs[pos] if pos < drafted else None,
                 rejected=draft.tokens[pos] if kind is TokenKind.REPLACED else None,
                 target_top=_top(verdict.target_dists, pos, top),
-                draft_top=_top_draft(draft, pos, top) if drafted else (),
+                draft_top=_top_draft(draft, pos, top) if pos < drafted else (),
             )
         )
     return out
@@ -180,20 +181,18 @@ def walk(
     probs: list[float] = []
     dists: list[np.ndarray | None] = []
     if sampler.greedy:
-        softmax_at = _softmax_at if probabilities else _no_prob
-        for i, d in enumerate(draft.tokens):
-            token = int(rows[i].argmax())
-            probs.append(softmax_at(rows[i], token))
-            if keep_dists:
-                dists.append(sampler.distribution(rows[i]))
-            if token != d:
-                return Verdict(i, token, probs, dists)
-        k = len(draft.tokens)
-        token = int(rows[k].argmax())
-        probs.append(softmax_at(rows[k], token))
+        chosen: list[int] = []
+        for i in range(len(draft.tokens) + 1):
+            chosen.append(int(rows[i].argmax()))
+            if i == len(draft.tokens) or chosen[-1] != draft.tokens[i]:
+                break
         if keep_dists:
-            dists.append(sampler.distribution(rows[k]))
-        return Verdict(k, token, probs, dists)
+            dists = [sampler.distribution(rows[i]) for i in range(len(chosen))]
+        # the probabilities the events report, every row's at once (in parallel where cores allow)
+        probs = (
+            softmax_at_many([(rows[i], t) for i, t in enumerate(chosen)]) if probabilities else [math.nan] * len(chosen)
+        )
+        return Verdict(len(chosen) - 1, chosen[-1], probs, dists)
 
     for i, d in enumerate(draft.tokens):
         p = sampler.distribution(rows[i])
@@ -356,15 +355,6 @@ def _run_stats(
         token_ids=tuple(token_ids),
         from_prefill=len(rounds) - len(decode),
     )
-
-
-def _no_prob(row: np.ndarray, token: int) -> float:
-    return math.nan
-
-
-def _softmax_at(row: np.ndarray, token: int) -> float:
-    top = row.max()
-    return math.exp(float(row[token] - top)) / float(np.exp(row - top).sum())
 
 
 def _top(dists: list[np.ndarray | None], pos: int, n: int) -> Candidates:

@@ -7,13 +7,12 @@ batch, handed over in `VerifyBatch` after the walk.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
-from engine.sampling import Sampler
+from engine.sampling import Sampler, softmax_at_many
 
 
 @dataclass
@@ -42,13 +41,21 @@ class Draft:
 
     def prob(self, i: int, token: int) -> float | None:
         """The drafter's probability of `token` at position i."""
+        return self.probs([*([None] * i), token])[i]
+
+    def probs(self, tokens: list[int | None]) -> list[float | None]:
+        """The drafter's probability of tokens[i] at position i (None where none is asked), all at once."""
         if self.rows is None or self.sampler is None:
-            return None
-        if i in self._dists or not self.sampler.greedy:
-            return float(self.distribution(i)[token])
-        row = self.rows[i]
-        top = row.max()
-        return math.exp(float(row[token] - top)) / float(np.exp(row - top).sum())
+            return [None] * len(tokens)
+        wanted = [(i, t) for i, t in enumerate(tokens) if t is not None]
+        out: list[float | None] = [None] * len(tokens)
+        if not self.sampler.greedy or any(i in self._dists for i, _ in wanted):
+            for i, t in wanted:
+                out[i] = float(self.distribution(i)[t])
+            return out
+        for (i, _), p in zip(wanted, softmax_at_many([(self.rows[i], t) for i, t in wanted])):
+            out[i] = p
+        return out
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ class ModelDrafter:
         self.model = model
         self.name = model.name
         self.ctx = Context(model, options, max_rows=1)
+        self.shape = 2 if (options or model.options).steady_draft else 1  # rows in every batch but a prefill
         self.max_depth = max_depth
         self._rows = np.empty((max_depth, model.n_vocab), dtype=np.float32)
 
@@ -35,9 +36,11 @@ class ModelDrafter:
             return Draft()
         ctx = self.ctx
         # The cache holds a prefix of history (the round rewound it); feed the rest, the
-        # last committed token at least.
-        if ctx.n_past >= len(history):
-            ctx.rewind(len(history) - 1)
+        # last committed token at least. With a steady shape every batch is the last two
+        # tokens: a row already cached is decoded again, to the same keys and values.
+        width = self.shape
+        if ctx.n_past > len(history) - width:
+            ctx.rewind(max(0, len(history) - width))
         logits = ctx.decode(history[ctx.n_past :], all_logits=False)
         rows = self._rows
         tokens: list[int] = []
@@ -47,7 +50,9 @@ class ModelDrafter:
                 break
             tokens.append(token)
             if i + 1 < k:
-                logits = ctx.decode([token], all_logits=False)
+                if width > 1:
+                    ctx.rewind(ctx.n_past - 1)
+                logits = ctx.decode([*(history + tokens)[-width:]], all_logits=False)
         return Draft(tokens, rows[: len(tokens)], sampler)
 
     def verified(self, batch: VerifyBatch) -> None:

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -89,7 +90,9 @@ def cmake_flags(system: str | None = None, machine: str | None = None) -> list[s
         "-DLLAMA_USE_PREBUILT_UI=OFF",
         "-DLLAMA_OPENSSL=OFF",
     ]
-    return flags
+    # The settings llama-cpp-python itself was built with (CMAKE_ARGS="-DGGML_CUDA=on" on an NVIDIA
+    # box): the reference must run on the same device as the engine.
+    return flags + shlex.split(os.environ.get("CMAKE_ARGS", ""))
 
 
 def _read_stamp(root: Path) -> dict | None:

@@ -48,6 +48,12 @@ def _init_backend() -> None:
             _backend_ready = True
 
 
+def offloads_to_gpu() -> bool:
+    """Whether this llama.cpp build runs layers on a GPU (Metal, CUDA, ...)."""
+    _init_backend()
+    return bool(llama.llama_supports_gpu_offload())
+
+
 def default_threads() -> int:
     """Threads for decoding: every core up to 8 (past that, memory bandwidth rules)."""
     return max(1, min(os.cpu_count() or 1, 8))
@@ -69,6 +75,16 @@ class RuntimeOptions:
     # llama.cpp's CPU attention has one kernel however many rows. Fast mode is llama.cpp's
     # defaults (repacking, f16 cache): quicker on some machines, and the text may change.
     exact: bool = True
+    # A draft model decodes every batch at one shape (two rows) where a GPU runs it: CUDA
+    # graphs and Metal's pipelines are reused only for a shape seen before, and rows cost
+    # little there. None: so on a GPU, not on a CPU (where a second row costs a whole pass).
+    steady_draft_shape: bool | None = None
+
+    @property
+    def steady_draft(self) -> bool:
+        if self.steady_draft_shape is not None:
+            return self.steady_draft_shape
+        return self.gpu_layers != 0 and offloads_to_gpu()
 
     @property
     def threads(self) -> int:

@@ -221,3 +221,27 @@ def test_auto_chooses_each_round_from_the_saved_profile(engine, prompts, referen
     depths = [e.depth for e in events if isinstance(e, RoundEvent) and not e.from_prefill]
     assert depths[0] == 6  # the calibration says deep drafts pay here
     assert stats.token_ids == reference["code"]
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_a_draft_model_at_one_steady_shape_drafts_the_same_tokens(engine, prompts, reference, depth):
+    """On a GPU every drafter batch is two rows (a cached row decoded again): same drafts, same text."""
+    from dataclasses import replace
+
+    from engine import Model, ModelDrafter
+
+    options = replace(engine.options, steady_draft_shape=True)
+    steady = ModelDrafter(Model(engine.drafter.model.path, options), options)
+    assert steady.shape == 2 and engine.drafter.shape == 1  # this CPU keeps one row
+    saved = engine.drafter
+    try:
+        usual, _ = run(engine, prompts["code"], depth)
+        engine.swap_drafter(steady)
+        events, stats = run(engine, prompts["code"], depth)
+    finally:
+        engine.swap_drafter(saved)
+        steady.close()
+        steady.model.close()
+    assert stats.token_ids == reference["code"]
+    drafts = [e.draft_tokens for e in events if isinstance(e, RoundEvent)]
+    assert drafts == [e.draft_tokens for e in usual if isinstance(e, RoundEvent)] and any(drafts)

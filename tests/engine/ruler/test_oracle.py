@@ -111,7 +111,13 @@ def test_request_bodies():
     }
 
 
-def test_cmake_flags_follow_llama_cpp_python():
+def test_the_reference_is_built_for_the_device_llama_cpp_python_was_built_for(monkeypatch):
+    monkeypatch.setenv("CMAKE_ARGS", "-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90")
+    assert cmake_flags("Linux", "x86_64")[-2:] == ["-DGGML_CUDA=on", "-DCMAKE_CUDA_ARCHITECTURES=90"]
+
+
+def test_cmake_flags_follow_llama_cpp_python(monkeypatch):
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
     linux = cmake_flags("Linux", "x86_64")
     assert linux[:2] == ["-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON"]
     assert not any("NATIVE" in f or "METAL" in f or "AVX" in f for f in linux)

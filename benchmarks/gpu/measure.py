@@ -1,0 +1,213 @@
+"""GPU measurements of our engine against CUDA llama.cpp, driven by benchmarks/gpu/run.sh.
+
+  measure.py floor ROWS.jsonl PAIR          c_floor(k) = rows(k+1) + k x drafter step, from llama-bench
+  measure.py ours PAIR [--depths 0,1,2,3,4]  our engine alone: c, the floor's ratio, Python's share, per depth
+  measure.py ruler PAIR OUT                  ours against llama-server, interleaved (the ruler's machinery)
+  measure.py exact MODEL                     a random-weight model drafting for itself: what stays exact
+
+PAIR is "small" (the default pair's shapes) or "7b" (a Qwen2.5-7B-class target with the 0.5B drafter),
+both zero-weight copies in $MODELS whose greedy choice is token 0 everywhere: every draft is accepted in
+both engines (patch_models.py). The engine is the repository's (PYTHONPATH), the llama.cpp library the
+CUDA build in $LLAMA_CPP_LIB_PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import llama_cpp.llama_cpp  # before the engine, as a program that binds llama.cpp first does
+import llama_cpp.llama_cpp_ext  # noqa: F401
+
+MODELS = Path(os.environ.get("MODELS", "/tmp/models"))
+BIN = Path(os.environ.get("LLAMA_BIN", "/tmp/llb/bin"))
+PAIRS = {"small": ("target.gguf", "drafter.gguf"), "7b": ("target7b.gguf", "drafter.gguf")}
+FLOOR_FILE = "/tmp/gpu-floor-{}.json"
+
+
+def _pair(name: str) -> tuple[Path, Path]:
+    target, drafter = PAIRS[name]
+    return MODELS / target, MODELS / drafter
+
+
+def cmd_floor(args) -> int:
+    """Row costs in target passes and the drafter's step, from llama-bench's jsonl (q8_0 cache, depth 256)."""
+    target, drafter = (str(p) for p in _pair(args.pair))
+    runs = [json.loads(line) for line in Path(args.rows).read_text().splitlines() if line.startswith("{")]
+
+    def seconds(model: str, n_prompt: int, n_gen: int) -> float:
+        for r in runs:
+            if r["model_filename"] == model and r["n_prompt"] == n_prompt and r["n_gen"] == n_gen:
+                return (n_prompt or 1) / r["avg_ts"]  # a batch of n_prompt rows; or one generated token
+        raise SystemExit(f"no llama-bench run of {model} with -p {n_prompt} -n {n_gen}")
+
+    one = seconds(target, 0, 64)
+    rows = [one] + [seconds(target, k, 0) for k in range(2, 7)]
+    step = seconds(drafter, 0, 64) / one
+    floor = {k: rows[k] / one + k * step for k in range(0, 5)}
+    Path(FLOOR_FILE.format(args.pair)).write_text(json.dumps({"pass_s": one, "rows": [r / one for r in rows],
+                                                              "step": step, "floor": floor}))  # fmt: skip
+    print(f"[{args.pair}] target pass {one * 1e3:.2f} ms; rows 1-6 in passes: "
+          + " ".join(f"{r / one:.2f}" for r in rows) + f"; drafter step {step:.2f} of a pass")  # fmt: skip
+    print(f"[{args.pair}] c_floor(k) = rows(k+1) + k x step: " + "  ".join(f"d{k} {c:.2f}" for k, c in floor.items()))
+    return 0
+
+
+def cmd_ours(args) -> int:
+    """Our engine alone, every draft accepted: a round's cost c, against the floor, and Python's share."""
+    from engine import Engine, GenerationConfig, ModelDrafter, RuntimeOptions
+    from engine.chat import Message
+    from engine.ruler.prompts import built_in
+    from engine.runtime import Model
+
+    target, drafter_path = _pair(args.pair)
+    floor = (
+        json.loads(Path(FLOOR_FILE.format(args.pair)).read_text())
+        if Path(FLOOR_FILE.format(args.pair)).exists()
+        else None
+    )
+    options = RuntimeOptions(n_ctx=4096, exact=not args.fast)
+    eng = Engine(Model(target, options), None, options)
+    steady = ModelDrafter(Model(drafter_path, options), options)  # on a GPU: every drafter batch two rows
+    drafters = {steady.shape: steady}
+    if args.compare_shapes:
+        one = replace(options, steady_draft_shape=False)
+        drafters[1] = ModelDrafter(Model(drafter_path, one), one)
+    ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
+
+    def once(depth: int, probabilities: bool, n: int, drafter):
+        eng.swap_drafter(drafter if depth else None)
+        eng.forget()
+        config = GenerationConfig(max_tokens=n, depth=depth, ignore_eog=True, probabilities=probabilities)
+        *_, stats = eng.stream(ids, config)
+        return stats
+
+    print(f"[{args.pair}] {options.mode} mode, {args.tokens} tokens, median of {args.repeats}; every draft accepted")
+    print(
+        "| pair | depth | drafter rows | probabilities | tok/s | ms/round | c | c_floor | c / c_floor "
+        "| Python ms/round | Python share |"
+    )
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    plain_round = None
+    for depth in [int(d) for d in args.depths.split(",")]:
+        for shape, drafter in drafters.items():
+            if depth == 0 and shape != steady.shape:
+                continue
+            for probabilities in (True, False):
+                once(depth, probabilities, 8, drafter)
+                runs = [once(depth, probabilities, args.tokens, drafter) for _ in range(args.repeats)]
+                round_s = statistics.median(s.decode_s / s.rounds for s in runs)
+                python_s = statistics.median(s.overhead_s / s.rounds for s in runs)
+                if depth == 0 and probabilities:
+                    plain_round = round_s
+                c = round_s / plain_round if plain_round else float("nan")
+                cf = floor["floor"][str(depth)] if floor else float("nan")
+                print(
+                    f"| {args.pair} | {depth} | {shape if depth else '-'} | {'on' if probabilities else 'off'} | "
+                    f"{statistics.median(s.decode_tps for s in runs):.1f} | {round_s * 1e3:.2f} | {c:.2f} | "
+                    f"{cf:.2f} | {c / cf:.2f} | {python_s * 1e3:.2f} | {python_s / round_s:.0%} |",
+                    flush=True,
+                )
+    for drafter in drafters.values():
+        drafter.close()
+        drafter.model.close()
+    eng.close()
+    return 0
+
+
+def cmd_exact(args) -> int:
+    """A random-weight model drafting for itself: where rows are batch-invariant, every draft is accepted."""
+    from engine import Engine, GenerationConfig, RuntimeOptions
+
+    contexts = {"short": list(range(1, 33)), "long": [1 + (i * 37) % 127 for i in range(1500)]}
+    print(
+        "| cache | context | rows equal (probe) | max logit diff | " + " | ".join(f"d{d}" for d in range(1, 7)) + " |"
+    )
+    print("|---|---|---|---:|" + "---|" * 6)
+    for exact in (True, False):
+        options = RuntimeOptions(n_ctx=4096, n_batch=512, exact=exact, steady_draft_shape=False)
+        eng = Engine.load(args.model, args.model, options)
+        for name, prompt in contexts.items():
+            probe = eng.probe_batch_invariance(prompt)
+            plain = list(eng.stream(prompt, GenerationConfig(max_tokens=48, depth=0, ignore_eog=True)))[-1]
+            cells = []
+            for depth in range(1, 7):
+                s = list(eng.stream(prompt, GenerationConfig(max_tokens=48, depth=depth, ignore_eog=True)))[-1]
+                same = "same text" if s.token_ids == plain.token_ids else "TEXT DIFFERS"
+                cells.append(f"{s.accepted}/{s.drafted} accepted, {same}")
+            print(f"| {options.kv_type} | {name} ({len(prompt)} tokens) | {probe.argmax_equal}/{probe.rows_compared} | "
+                  f"{probe.max_logit_diff:.2e} | " + " | ".join(cells) + " |", flush=True)  # fmt: skip
+        eng.close()
+    return 0
+
+
+def cmd_ruler(args) -> int:
+    from engine.ruler import report
+    from engine.ruler.oracle import OracleBuild
+    from engine.ruler.prompts import built_in
+    from engine.ruler.runner import Arm, BenchConfig, run_bench
+
+    target, drafter = _pair(args.pair)
+    depths = [int(d) for d in args.depths.split(",")]
+    arms = [Arm("ours", "model" if d else "none", d) for d in depths]
+    arms += [Arm("llama.cpp", "model" if d else "none", d) for d in depths]
+    config = BenchConfig(
+        target=target, drafter=drafter, prompts=built_in(["code"]), arms=arms, n_tokens=args.tokens,
+        repeats=args.repeats, n_ctx=4096, cool_timeout_s=1.0, cool_pause_s=0.0,
+    )  # fmt: skip
+    build = OracleBuild("llama.cpp vendored in llama-cpp-python 0.3.36 (ggml-org/llama.cpp@0c1e57098), CUDA sm_90", BIN)
+    t0 = time.perf_counter()
+    result = run_bench(config, build, lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"ruler took {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    _, overall = report.summarize(result)
+    print(f"[{args.pair}] ours against llama-server (q8_0 cache, every draft accepted), decode tok/s:")
+    print("| arm | ours | llama-server | ours / llama-server | c ours | c llama-server |")
+    print("|---|---:|---:|---:|---:|---:|")
+    index = {c.arm: c for c in overall}
+    for c in overall:
+        if c.arm.startswith("ours"):
+            theirs = index[c.arm.replace("ours", "llama.cpp", 1)]
+            print(f"| {c.arm.removeprefix('ours ')} | {c.decode_tps:.1f} | {theirs.decode_tps:.1f} | "
+                  f"{c.decode_tps / theirs.decode_tps:.2f} | {c.round_cost or 1:.2f} | {theirs.round_cost or 1:.2f} |")  # fmt: skip
+    sys.stdout.flush()
+    report.write(result, Path(args.out))  # after the table: its plots need matplotlib, which a GPU box may lack
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("floor")
+    a.add_argument("rows")
+    a.add_argument("pair", choices=PAIRS)
+    a.set_defaults(func=cmd_floor)
+    a = sub.add_parser("ours")
+    a.add_argument("pair", choices=PAIRS)
+    a.add_argument("--depths", default="0,1,2,3,4")
+    a.add_argument("--tokens", type=int, default=128)
+    a.add_argument("--repeats", type=int, default=3)
+    a.add_argument("--fast", action="store_true")
+    a.add_argument("--compare-shapes", action="store_true", help="also a drafter decoding one row a step")
+    a.set_defaults(func=cmd_ours)
+    a = sub.add_parser("exact")
+    a.add_argument("model")
+    a.set_defaults(func=cmd_exact)
+    a = sub.add_parser("ruler")
+    a.add_argument("pair", choices=PAIRS)
+    a.add_argument("out")
+    a.add_argument("--depths", default="0,1,2,3,4")
+    a.add_argument("--tokens", type=int, default=128)
+    a.add_argument("--repeats", type=int, default=3)
+    a.set_defaults(func=cmd_ruler)
+    args = p.parse_args()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
