@@ -4,6 +4,7 @@
   measure.py ours PAIR [--depths 0,1,2,3,4]  our engine alone: c, the floor's ratio, Python's share, per depth
   measure.py ruler PAIR OUT                  ours against llama-server, interleaved (the ruler's machinery)
   measure.py exact MODEL                     a random-weight model drafting for itself: what stays exact
+  measure.py tuner PAIR                      the tuner's predicted speedup per depth against the measured
 
 PAIR is "small" (the default pair's shapes) or "7b" (a Qwen2.5-7B-class target with the 0.5B drafter),
 both zero-weight copies in $MODELS whose greedy choice is token 0 everywhere: every draft is accepted in
@@ -147,6 +148,47 @@ def cmd_exact(args) -> int:
     return 0
 
 
+def cmd_tuner(args) -> int:
+    """The tuner's predicted speedup per depth (its box profile at the measured 100% acceptance) against the measured."""
+    from engine import Engine, GenerationConfig, ModelDrafter, RuntimeOptions
+    from engine.chat import Message
+    from engine.measure.costmodel import best_depth
+    from engine.measure.profile import measure
+    from engine.ruler.prompts import built_in
+    from engine.runtime import Model
+
+    target, drafter_path = _pair(args.pair)
+    options = RuntimeOptions(n_ctx=4096)
+    eng = Engine(Model(target, options), None, options)
+    drafter = ModelDrafter(Model(drafter_path, options), options)
+    t0 = time.perf_counter()
+    profile = measure(eng.target, drafter.model, options)  # what `draftlight tune` measures
+    print(f"[{args.pair}] tuned in {time.perf_counter() - t0:.1f} s; calibration acceptance "
+          + " ".join(f"{a:.0%}" for a in profile.acceptance_prior))  # fmt: skip
+    _, rates = best_depth(profile, profile.acceptance_prior)
+    ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
+
+    def tps(depth: int) -> float:
+        eng.swap_drafter(drafter if depth else None)
+        runs = []
+        for n in (8, *[args.tokens] * args.repeats):
+            eng.forget()
+            *_, stats = eng.stream(ids, GenerationConfig(max_tokens=n, depth=depth, ignore_eog=True))
+            runs.append(stats.decode_tps)
+        return statistics.median(runs[1:])
+
+    plain = tps(0)
+    print("| pair | depth | predicted speedup | measured speedup | predicted / measured |")
+    print("|---|---:|---:|---:|---:|")
+    for depth in [int(d) for d in args.depths.split(",")]:
+        predicted, measured = rates[depth] / rates[0], tps(depth) / plain
+        print(f"| {args.pair} | {depth} | {predicted:.2f} | {measured:.2f} | {predicted / measured:.2f} |", flush=True)
+    drafter.close()
+    drafter.model.close()
+    eng.close()
+    return 0
+
+
 def cmd_ruler(args) -> int:
     from engine.ruler import report
     from engine.ruler.oracle import OracleBuild
@@ -195,6 +237,12 @@ def main() -> int:
     a.add_argument("--fast", action="store_true")
     a.add_argument("--compare-shapes", action="store_true", help="also a drafter decoding one row a step")
     a.set_defaults(func=cmd_ours)
+    a = sub.add_parser("tuner")
+    a.add_argument("pair", choices=PAIRS)
+    a.add_argument("--depths", default="1,2,3,4")
+    a.add_argument("--tokens", type=int, default=128)
+    a.add_argument("--repeats", type=int, default=3)
+    a.set_defaults(func=cmd_tuner)
     a = sub.add_parser("exact")
     a.add_argument("model")
     a.set_defaults(func=cmd_exact)

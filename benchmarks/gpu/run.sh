@@ -1,6 +1,6 @@
 #!/bin/bash
 # On a CUDA machine, from the project root, after benchmarks/gpu/make_kit.sh made .gpu-kit/ here:
-#   bash benchmarks/gpu/run.sh PHASES       PHASES: comma list of build,models,rows,ours,ruler (default: all)
+#   bash benchmarks/gpu/run.sh PHASES       PHASES: comma list of build,models,load,exact,rows,ours,tuner,ruler
 # build: stock llama.cpp with CUDA from the pinned source into /tmp/llb (about 5 minutes on 16 cores; reused
 # while the machine stays up); models: zero-weight copies of the default pair and of a 7B-class target, token 0
 # every model's greedy choice; rows: llama-bench's row costs; ours: our engine alone, c against c_floor and
@@ -10,7 +10,7 @@ KIT=$(pwd)/.gpu-kit
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
 B=/tmp/llb; SRC=/tmp/llsrc; M=/tmp/models
-PHASES=,${1:-build,models,load,exact,rows,ours,ruler},
+PHASES=,${1:-build,models,load,exact,rows,ours,tuner,ruler},
 DEADLINE=${DEADLINE:-580}
 T0=$(date +%s)
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/run.log"; }
@@ -64,6 +64,12 @@ fi
 if want ours 60; then
   for pair in small 7b; do
     timeout $(( $(left) - 5 )) python3 "$HERE/measure.py" ours $pair ${OURS_ARGS:-} 2>> "$OUT/ours.err" | tee -a "$OUT/ours.md"
+  done
+fi
+
+if want tuner 60; then
+  for pair in ${TUNER_PAIRS:-7b small}; do
+    timeout $(( $(left) - 5 )) python3 "$HERE/measure.py" tuner $pair 2>> "$OUT/ours.err" | tee -a "$OUT/tuner.md"
   done
 fi
 

@@ -140,10 +140,11 @@ def measure(
     dctx = Context(drafter, options, max_rows=1)
     dctx.decode(prompt[:-1], all_logits=False)
     dbase = dctx.n_past
+    shape = 2 if options.steady_draft else 1  # the rows in each of the draft model's steps (ModelDrafter.shape)
 
     def one_step() -> None:
-        dctx.decode(prompt[-1:], all_logits=False)
-        dctx.rewind(dbase)
+        dctx.rewind(dbase + 1 - shape)
+        dctx.decode(prompt[-shape:], all_logits=False)
 
     one_step()
     step_s = _median_time(one_step, repeats * 2)
