@@ -177,12 +177,11 @@ class Engine:
         if reads_target:  # its head must see the whole prompt pass: no cached prefix it missed
             self.forget()
         if reads_target and drafter is None:  # a plain reply: the head is not fed (the next reply forgets)
-            with self.ctx.observers_paused():
-                first_row, prefilled = self.ctx.prefill(prompt)
-                prefill = Prefill(prefilled, time.perf_counter() - t0, first_row)
-                yield from generate(self.ctx, None, policy, list(prompt), config, cancelled, prefill)
+            yield from self._unobserved(prompt, policy, config, cancelled, t0)
             return
         first_row, prefilled = self.ctx.prefill(prompt)
+        if reads_target:  # it was fed the prompt's pass; it says so, or refuses in a sentence
+            drafter.prefill(prompt)
         if drafter is not None and not reads_target:
             if policy.choose() > 0:
                 drafter.prefill(prompt)
@@ -190,6 +189,20 @@ class Engine:
                 drafter.reset()
         prefill = Prefill(prefilled, time.perf_counter() - t0, first_row)
         yield from generate(self.ctx, drafter, policy, list(prompt), config, cancelled, prefill)
+
+    def _unobserved(self, prompt, policy, config, cancelled, t0: float) -> Iterator[Event]:
+        """A plain reply whose decodes a drafter reading the target does not watch: paused only while
+        this reply computes, never while it waits (the teaching view holds a reply between steps)."""
+        with self.ctx.observers_paused():
+            first_row, prefilled = self.ctx.prefill(prompt)
+        prefill = Prefill(prefilled, time.perf_counter() - t0, first_row)
+        reply = generate(self.ctx, None, policy, list(prompt), config, cancelled, prefill)
+        while True:
+            with self.ctx.observers_paused():
+                event = next(reply, None)
+            if event is None:
+                return
+            yield event
 
     def close(self) -> None:
         self.set_drafter(None)
@@ -238,7 +251,7 @@ def load_drafter(
             f"{path.name} holds multi-token-prediction heads for a {model.info.architecture} model, and "
             f"{target.name} is {target.info.architecture}: it was trained for another target."
         )
-    if (heads or model.info.architecture in ASSISTANT_ARCHITECTURES) and target_ctx is not None:
+    if ((heads and heads_alone) or model.info.architecture in ASSISTANT_ARCHITECTURES) and target_ctx is not None:
         try:  # a file of the target's MTP heads alone, or an assistant that reads the target's memory
             return MtpDrafter(target_ctx, max_depth=MAX_DEPTH, sidecar=model), verdict
         except BaseException:

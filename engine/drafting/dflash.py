@@ -66,6 +66,7 @@ class DflashDrafter:
             )
         self.top_k = selector_top_k(model.ptr)  # DFlash2's lattice width; 0 for DFlash
         self.markov = "markov_w1.weight" in model.info.tensor_names  # DSpark
+        self.confidence = self.markov and "conf_proj.weight" in model.info.tensor_names  # DSpark's stop signal
         anchor = model.meta("dflash.sample_from_anchor")
         self.anchor = self.markov and anchor in (None, "true")  # the last token's slot drafts too
         self.variant = "DFlash2" if self.top_k else "DSpark" if self.markov else "DFlash"
@@ -119,9 +120,9 @@ class DflashDrafter:
         tokens: list[int] = []
         first = 0 if self.anchor else 1
         for i in range(k):
-            if self.markov and p_min > 0.0 and states[first + i, 0] < p_min:
+            if self.confidence and p_min > 0.0 and states[first + i, 0] < p_min:
                 break  # DSpark's confidence head, not the token's probability, decides when to stop
-            p = 0.0 if self.markov else p_min
+            p = 0.0 if self.confidence else p_min  # without the head: the token's probability, as DFlash
             token = choose_draft(self._rows[i], logits[first + i], sampler, p, banned)
             if token is None:
                 break

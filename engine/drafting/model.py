@@ -21,7 +21,8 @@ class ModelDrafter:
         self.model = model
         self.name = model.name
         self.ctx = Context(model, options, max_rows=1)
-        self.shape = 2 if (options or model.options).steady_draft else 1  # rows in every batch but a prefill
+        # rows in every batch but a prefill; one where a one-token rewind would replay a recurrent state
+        self.shape = 2 if (options or model.options).steady_draft and not self.ctx.has_state else 1
         self.max_depth = max_depth
         self._rows = np.empty((max_depth, model.n_vocab), dtype=np.float32)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from engine.depth import MAX_DEPTH
 from engine.events import RunStats
 
-PROFILE_VERSION = 4  # 4: rows measured up to MAX_DEPTH + 1
+PROFILE_VERSION = 5  # 5: the rollback timed, a draft model's step at the shape it runs
 
 
 @dataclass

@@ -92,7 +92,8 @@ def time_rows(
 ) -> tuple[list[float], float]:
     """Median seconds of a target pass of 1..max_depth+1 rows, after the prompt, sizes interleaved;
     and of undoing a rejected draft (all but the first row of the largest pass)."""
-    ctx = Context(target, options, max_rows=max_depth + 1)
+    small = replace(options, n_ctx=min(options.n_ctx, 1024))  # beside the loaded context: no second full cache
+    ctx = Context(target, small, max_rows=max_depth + 1)
     ctx.decode(prompt[:-1], all_logits=False)
     base = ctx.n_past
     filler = (prompt * (max_depth + 2))[-(max_depth + 1) :]  # real tokens at real positions
@@ -229,8 +230,12 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
             data.get("target") == target.path.name
             and data.get("machine") == machine_id()
             and data.get("mode") == options.mode
+            and data.get("version") == PROFILE_VERSION
         ):
-            return BoxProfile(**data)
+            try:
+                return BoxProfile(**data)
+            except TypeError:
+                continue  # written by another release: measure again
     if progress is None:
         raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
     rows_s, rollback_s = time_rows(target, options, _calibration_prompt(target), MAX_DEPTH, 7, progress)

@@ -45,7 +45,7 @@ def _fits(target: GGUFInfo, side: GGUFInfo) -> tuple[str, str]:
         value = side.metadata.get(f"{arch}.embedding_length_out")
         theirs = value if isinstance(value, int) else None
         kind = "a Gemma 4 assistant model"
-    elif arch == target.architecture and side.nextn_layers:
+    elif arch == target.architecture and side.nextn_layers and "blk.0.attn_norm.weight" not in side.tensor_names:
         theirs = _width(side)
         kind = f"{target.name}'s MTP head in a file of its own"
     else:
@@ -128,6 +128,7 @@ def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
         return arch
     if arch == "gemma4-assistant":
         return "assistant"
-    if side.nextn_layers and arch == read_gguf(Path(target_path)).architecture:
+    heads_alone = side.nextn_layers and "blk.0.attn_norm.weight" not in side.tensor_names  # as llama.cpp tells
+    if heads_alone and arch == read_gguf(Path(target_path)).architecture:
         return "mtp"
     return "model"

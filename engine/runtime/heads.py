@@ -187,7 +187,7 @@ class DraftContext:
         t0 = time.perf_counter()
         llama.llama_memory_seq_rm(self.memory, 0, keep, -1)
         self.decode_s += time.perf_counter() - t0
-        self.n_past = keep
+        self.n_past = min(self.n_past, keep)
 
     def clear(self) -> None:
         llama.llama_memory_clear(self.memory, True)

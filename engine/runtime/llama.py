@@ -75,6 +75,7 @@ class Context:
         self.rewinds_replayed = 0  # rewinds past the snapshots, done by decoding the kept tokens again
         # Drafters that read the target's hidden states (an MTP head): every decoded batch.
         self._observers: list[tuple[BatchObserver, bool]] = []  # and whether it wants hidden states
+        self._paused = 0  # observers_paused() nesting: while above 0, no observer is told anything
         self._hidden_width = 0
         # How far back the latest batch can be undone: anything for a KV cache; for a
         # recurrent state, the snapshots llama.cpp keeps (0 where the architecture has none).
@@ -99,17 +100,17 @@ class Context:
     @contextmanager
     def observers_paused(self) -> Iterator[None]:
         """Decode without telling the observers (nor computing hidden states for them): a plain reply."""
-        kept, self._observers = self._observers, []
+        self._paused += 1
         self._want_hidden_states()
         try:
             yield
         finally:
-            self._observers = kept + self._observers
+            self._paused -= 1
             if self.ptr:
                 self._want_hidden_states()
 
     def _want_hidden_states(self) -> None:
-        wanted = any(hidden for _, hidden in self._observers)
+        wanted = not self._paused and any(hidden for _, hidden in self._observers)
         llama_ext.llama_set_embeddings_nextn(self.ptr, wanted, False)  # unmasked: a row for every token
         self._hidden_width = int(llama.llama_model_n_embd_out(self.model.ptr)) if wanted else 0
 
@@ -189,7 +190,7 @@ class Context:
             if last_chunk:
                 logits = self._logits_view()[: m if all_logits else 1]
             self.decode_s += time.perf_counter() - t0
-            if self._observers:
+            if self._observers and not self._paused:
                 self._tell_observers(chunk, past)
             start += m
         assert logits is not None

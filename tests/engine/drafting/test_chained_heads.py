@@ -93,3 +93,12 @@ def test_acceptance_per_position_is_what_the_construction_predicts(files, depth)
     assert list(stats.drafted_per_position) == drafted
     assert list(stats.accepted_per_position) == accepted
     assert 0 < sum(accepted) < sum(drafted)
+
+
+def test_auto_never_plans_deeper_than_the_chain(files, tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
+    eng = Engine.load(files["known"], "mtp", OPTIONS)
+    try:
+        assert eng.auto_depth(progress=lambda _: None).max_depth == 3
+    finally:
+        eng.close()

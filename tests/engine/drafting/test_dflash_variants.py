@@ -125,3 +125,18 @@ def test_acceptance_per_position_is_what_the_construction_predicts(files, name, 
     assert list(stats.drafted_per_position) == drafted
     assert list(stats.accepted_per_position) == accepted
     assert 0 < sum(accepted) < sum(drafted)
+
+
+def test_dspark_without_a_confidence_head_stops_on_the_tokens_probability(files, tmp_path):
+    bare = dspark(tmp_path / "dspark-bare.gguf", confidence=False)
+    eng = Engine.load(files["target"], bare, OPTIONS)
+    try:
+        assert not eng.drafter.confidence
+        ids = eng.target.tokenize(PROMPT, add_special=True)
+        runs = [
+            list(eng.stream(ids, GenerationConfig(max_tokens=24, depth=3, ignore_eog=True, p_min=p)))[-1]
+            for p in (0.0, 1e-9)  # every token's probability is above 1e-9: nothing may stop
+        ]
+    finally:
+        eng.close()
+    assert runs[0].drafted == runs[1].drafted > 0

@@ -184,3 +184,28 @@ def test_a_plain_reply_does_not_feed_the_head(mtp_engine):
     assert mtp_engine.ctx._observers  # and it listens again for the next reply
     drafted = list(mtp_engine.stream(ids, GenerationConfig(max_tokens=12, depth=3, ignore_eog=True)))[-1]
     assert drafted.token_ids == plain.token_ids and drafted.drafted > 0
+
+
+def test_a_plain_reply_held_between_steps_does_not_blind_the_head(mtp_engine):
+    ids = mtp_engine.target.tokenize(PROMPT, add_special=True)
+    config = GenerationConfig(max_tokens=12, depth=3, ignore_eog=True)
+    alone = [e.draft_tokens for e in mtp_engine.stream(ids, config) if isinstance(e, RoundEvent)]
+    held = mtp_engine.stream(ids, GenerationConfig(max_tokens=12, depth=0, ignore_eog=True))
+    next(held)  # the teaching view holds a reply like this between its steps
+    beside = [e.draft_tokens for e in mtp_engine.stream(ids, config) if isinstance(e, RoundEvent)]
+    held.close()
+    assert beside == alone and any(beside)
+
+
+def test_a_drafter_closed_while_a_plain_reply_is_held_is_never_called_again(mtp_path):
+    engine = Engine.load(mtp_path, "mtp", OPTIONS)
+    try:
+        ids = engine.target.tokenize(PROMPT, add_special=True)
+        held = engine.stream(ids, GenerationConfig(max_tokens=12, depth=0, ignore_eog=True))
+        next(held)
+        engine.set_drafter(None)  # closes the head, and stops it watching the target
+        assert not engine.ctx._observers
+        assert list(held)[-1].generated_tokens == 12  # the held reply finishes on the target alone
+        assert not engine.ctx._observers  # and puts back no closed head to be called on the next decode
+    finally:
+        engine.close()

@@ -75,3 +75,15 @@ def test_heads_for_another_target_are_refused_in_a_sentence(files, tmp_path):
         "mtp-hybrid.gguf holds multi-token-prediction heads for a qwen35 model, and draftlight test step35 "
         "with 2 MTP heads is step35: it was trained for another target."
     )
+
+
+def test_a_whole_model_with_heads_of_its_own_drafts_as_a_model(files, tmp_path):
+    from engine.models.discover import drafter_kind
+
+    whole = hybrid_qwen35(tmp_path / "small-with-heads.gguf", nextn=True, seed=3)  # a trunk, and heads
+    assert drafter_kind(files["target"], whole) == "model"
+    engine = Engine.load(files["target"], whole, OPTIONS)
+    try:
+        assert engine.drafter.kind == "model"  # its heads read its own states, not this target's
+    finally:
+        engine.close()

@@ -142,3 +142,15 @@ def test_the_rollback_sentence_carries_its_cost_once_the_box_is_measured(hybrid,
         f"(up to 6 tokens). Undoing a rejected draft costs {ms} on this box, {share} of a target pass, "
         "and Auto counts it in a round's cost."
     )
+
+
+def test_a_recurrent_draft_model_keeps_one_row_a_step_even_on_a_gpu(hybrid):
+    from dataclasses import replace
+
+    from engine import ModelDrafter
+
+    drafter = ModelDrafter(hybrid, replace(OPTIONS, steady_draft_shape=True))
+    try:  # a second row would be a one-token rewind, which a recurrent state can only replay
+        assert drafter.ctx.has_state and drafter.shape == 1
+    finally:
+        drafter.close()
