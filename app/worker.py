@@ -30,6 +30,16 @@ from engine import (
 BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit costs the engine CPU time
 
 
+# What a drafter file that reads the target is, in a sentence before its compatibility verdict.
+READS_THE_TARGET = {
+    "mtp": "The target's own MTP heads, in a file of their own: they read its hidden states.",
+    "assistant": "Gemma 4's assistant model: it reads the target's hidden state and attends to its memory.",
+    "dflash": "A DFlash drafter: a block of drafts in one pass, from the target's layers.",
+    "dspark": "A DSpark drafter (DFlash with a Markov head): a block of drafts from the target's layers.",
+    "eagle3": "An EAGLE-3 drafter: it reads three of the target's layers.",
+}
+
+
 @dataclass(frozen=True)
 class LoadRequest:
     target: str  # "default", a catalog key or a path
@@ -159,6 +169,8 @@ class EngineWorker(QObject):
             verdict, ok = "The target drafts for itself with the MTP head in its own file: nothing to match.", True
         else:
             verdict, ok = (engine.verdict.explain(), engine.verdict.compatible) if engine.verdict else ("", True)
+            kind = engine.drafter.kind if engine.drafter else "none"
+            verdict = f"{READS_THE_TARGET.get(kind, '')} {verdict}".strip()
         if engine.ctx.has_state and engine.can_speculate:  # a hybrid target: say how drafts are undone
             verdict = f"{verdict} {engine.describe_rollback()}".strip()
         drafter_name = getattr(engine.drafter, "name", "none") if engine.drafter else "none"

@@ -99,6 +99,10 @@ def test_gemma_4s_assistant_drafts_in_the_window_and_the_teaching_view(qtbot, tm
     qtbot.waitUntil(lambda: window.pair is not None and not window.busy, timeout=LOAD_TIMEOUT_MS)
     try:
         assert window.pair.drafter_kind == "assistant"
+        assert (
+            "Gemma 4's assistant model: it reads the target's hidden state and attends to its memory. "
+            "The drafter shares the target's vocabulary" in window.side.verdict.text()
+        )
         assert window.status.labels["drafter"].text() == "drafting: Gemma 4's assistant"
         window.input.setPlainText("the mill on the river turned; the mill on the river")
         with qtbot.waitSignal(window.reply_finished, timeout=LOAD_TIMEOUT_MS) as blocker:
