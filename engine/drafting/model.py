@@ -53,7 +53,7 @@ class ModelDrafter:
             if i + 1 < k:
                 if width > 1:
                     ctx.rewind(ctx.n_past - 1)
-                logits = ctx.decode([*(history + tokens)[-width:]], all_logits=False)
+                logits = ctx.decode((history[-1:] + tokens)[-width:], all_logits=False)  # no copy of history
         return Draft(tokens, rows[: len(tokens)], sampler)
 
     def verified(self, batch: VerifyBatch) -> None:

@@ -45,15 +45,15 @@ def _zeros(*ne: int) -> np.ndarray:
     return np.zeros(tuple(reversed(ne)), dtype=np.float32)
 
 
-def _choose(table: list[int]) -> np.ndarray:
-    """An output layer that picks table[x] after the one-hot token x: [n_vocab, n_embd] (ggml {n_embd, n_vocab})."""
-    out = np.zeros((N_VOCAB, N_EMBD), dtype=np.float32)
+def _choose(table: list[int], width: int = N_EMBD) -> np.ndarray:
+    """An output layer that picks table[x] after the one-hot token x: [n_vocab, width] (ggml {width, n_vocab})."""
+    out = np.zeros((N_VOCAB, width), dtype=np.float32)
     for x, y in enumerate(table):
         out[y, x] = 1.0
     return out
 
 
-def _writer(path: Path, arch: str, name: str, n_ff: int, blocks: int = 2):
+def _writer(path: Path, arch: str, name: str, n_ff: int, blocks: int = 2, n_embd: int = N_EMBD, norm_eps: float = 1e-5):
     """A writer with the keys every model here shares: sizes and the test tokenizer."""
     import gguf
 
@@ -61,10 +61,10 @@ def _writer(path: Path, arch: str, name: str, n_ff: int, blocks: int = 2):
     w.add_name(name)
     w.add_uint32(f"{arch}.vocab_size", N_VOCAB)
     w.add_uint32(f"{arch}.context_length", 256)
-    w.add_uint32(f"{arch}.embedding_length", N_EMBD)
+    w.add_uint32(f"{arch}.embedding_length", n_embd)
     w.add_uint32(f"{arch}.block_count", blocks)
     w.add_uint32(f"{arch}.feed_forward_length", n_ff)
-    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", norm_eps)
     w.add_string("tokenizer.ggml.model", "test")
     w.add_array("tokenizer.ggml.tokens", [f"tok_{i}" for i in range(N_VOCAB)])
     w.add_array("tokenizer.ggml.token_type", [1] * N_VOCAB)

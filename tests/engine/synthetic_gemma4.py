@@ -21,8 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import synthetic
+from synthetic import N_VOCAB, _choose, _finish, _ones, _random, _zeros
 
-N_VOCAB = 128
 N_EMBD = 128  # the target's width
 N_FF = 192
 N_HEAD = 2
@@ -39,24 +40,6 @@ A_LAYER = 2
 A_SWA_PATTERN = [True, False]  # layer 0 reads the target's layer 3 (sliding), layer 1 its layer 4 (full)
 
 
-def _random(seed: int, stdev: float):
-    rng = np.random.default_rng(seed)
-
-    def weight(*ne: int) -> np.ndarray:
-        """A random tensor of ggml shape ne (numpy's shape is the reverse)."""
-        return (rng.standard_normal(tuple(reversed(ne))) * stdev).astype(np.float32)
-
-    return weight
-
-
-def _ones(n: int) -> np.ndarray:
-    return np.ones(n, dtype=np.float32)
-
-
-def _zeros(*ne: int) -> np.ndarray:
-    return np.zeros(tuple(reversed(ne)), dtype=np.float32)
-
-
 def known_tables(seed: int = 3, wrong_every: int = 4) -> tuple[list[int], list[int]]:
     """(f, g) for the known pair: f one cycle through every token (a permutation, as reads="hidden" needs,
     and no short loop to get stuck in); g equal to f except where x % wrong_every == 0."""
@@ -68,14 +51,6 @@ def known_tables(seed: int = 3, wrong_every: int = 4) -> tuple[list[int], list[i
     return f, g
 
 
-def _choose(table: list[int], width: int) -> np.ndarray:
-    """An output layer that picks table[x] after the one-hot token x: [n_vocab, width] (ggml {width, n_vocab})."""
-    out = np.zeros((N_VOCAB, width), dtype=np.float32)
-    for x, y in enumerate(table):
-        out[y, x] = 1.0
-    return out
-
-
 def _rope_freqs() -> np.ndarray:
     """Full layers' "proportional" RoPE, as the converter writes it: a quarter of the pairs rotate, the rest do not."""
     n_rot = HEAD_DIM // 8  # partial_rotary_factor 0.25 over head_dim/2 pairs
@@ -83,17 +58,8 @@ def _rope_freqs() -> np.ndarray:
 
 
 def _writer(path: Path, arch: str, name: str, n_embd: int, n_ff: int, blocks: int):
-    """A writer with the keys every model here shares: sizes, Gemma 4 attention, and the test tokenizer."""
-    import gguf
-
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_name(name)
-    w.add_uint32(f"{arch}.vocab_size", N_VOCAB)
-    w.add_uint32(f"{arch}.context_length", 256)
-    w.add_uint32(f"{arch}.embedding_length", n_embd)
-    w.add_uint32(f"{arch}.block_count", blocks)
-    w.add_uint32(f"{arch}.feed_forward_length", n_ff)
-    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
+    """synthetic's writer with Gemma 4's attention keys (read from this module, so a test may change them)."""
+    w = synthetic._writer(path, arch, name, n_ff, blocks, n_embd=n_embd, norm_eps=1e-6)
     w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
     w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)  # the assistant's must match: it reads the target's cache
     w.add_uint32(f"{arch}.attention.key_length", HEAD_DIM)
@@ -104,20 +70,7 @@ def _writer(path: Path, arch: str, name: str, n_embd: int, n_ff: int, blocks: in
     w.add_uint32(f"{arch}.attention.shared_kv_layers", 0)
     w.add_float32(f"{arch}.rope.freq_base", 1000000.0)
     w.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
-    w.add_string("tokenizer.ggml.model", "test")
-    w.add_array("tokenizer.ggml.tokens", [f"tok_{i}" for i in range(N_VOCAB)])
-    w.add_array("tokenizer.ggml.token_type", [1] * N_VOCAB)
-    w.add_array("tokenizer.ggml.scores", [0.0] * N_VOCAB)
-    w.add_bool("tokenizer.ggml.add_bos_token", False)
-    w.add_bool("tokenizer.ggml.add_eos_token", False)
     return w
-
-
-def _finish(w) -> None:
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
 
 
 def gemma4(path: Path, seed: int = 11, stdev: float = 0.1, known: tuple[list[int], list[int]] | None = None) -> Path:

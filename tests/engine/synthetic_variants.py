@@ -19,19 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from synthetic import N_EMBD, N_FF, N_HEAD, N_VOCAB, _finish, _ones, _random, _writer, _zeros
+from synthetic import N_EMBD, N_FF, N_HEAD, N_VOCAB, _choose, _finish, _ones, _random, _writer, _zeros
 
 STEP35_EMBD = 128  # test-llama-archs uses 160 (heads of 80), but q8_0 K/V caches need a head size divisible by 32
 STEP35_HEAD = 2
 STEP35_SWA = 32  # n_ctx / 8
-
-
-def _choose(table, n_embd: int) -> np.ndarray:
-    """An output layer [n_vocab, n_embd] that picks table[x] after the one-hot token x."""
-    out = np.zeros((N_VOCAB, n_embd), dtype=np.float32)
-    for x, y in enumerate(table):
-        out[y, x] = 1.0
-    return out
 
 
 def step35_mtp(
@@ -55,7 +47,7 @@ def step35_mtp(
     arch, head_dim = "step35", n_embd // STEP35_HEAD
     weight = _random(seed, stdev) if known is None else (_random(seed, noise) if noise > 0 else _zeros)
     n_layer = 2
-    w = _writer_embd(path, arch, f"draftlight test step35 with {heads} MTP heads", n_layer + heads, n_embd)
+    w = _writer(path, arch, f"draftlight test step35 with {heads} MTP heads", N_FF, n_layer + heads, n_embd=n_embd)
     w.add_uint32(f"{arch}.nextn_predict_layers", heads)
     w.add_uint32(f"{arch}.attention.head_count", STEP35_HEAD)
     w.add_uint32(f"{arch}.attention.head_count_kv", STEP35_HEAD)
@@ -94,27 +86,6 @@ def step35_mtp(
             w.add_tensor(b + "nextn.shared_head_norm.weight", _ones(n_embd))
     _finish(w)
     return path
-
-
-def _writer_embd(path: Path, arch: str, name: str, blocks: int, n_embd: int):
-    """synthetic._writer with another width (its embedding_length is synthetic's 256)."""
-    import gguf
-
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_name(name)
-    w.add_uint32(f"{arch}.vocab_size", N_VOCAB)
-    w.add_uint32(f"{arch}.context_length", 256)
-    w.add_uint32(f"{arch}.embedding_length", n_embd)
-    w.add_uint32(f"{arch}.block_count", blocks)
-    w.add_uint32(f"{arch}.feed_forward_length", N_FF)
-    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)
-    w.add_string("tokenizer.ggml.model", "test")
-    w.add_array("tokenizer.ggml.tokens", [f"tok_{i}" for i in range(N_VOCAB)])
-    w.add_array("tokenizer.ggml.token_type", [1] * N_VOCAB)
-    w.add_array("tokenizer.ggml.scores", [0.0] * N_VOCAB)
-    w.add_bool("tokenizer.ggml.add_bos_token", False)
-    w.add_bool("tokenizer.ggml.add_eos_token", False)
-    return w
 
 
 def _dflash_common(w, arch: str, block: int, weight, known: bool) -> None:
