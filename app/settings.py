@@ -16,7 +16,7 @@ APPLICATION = "Draftlight"
 class Preferences:
     target: str = "default"
     drafter: str = "default"
-    depth: Depth = 2
+    depth: Depth = AUTO  # where drafts cannot pay on this box, Auto replies run plain on the fastest settings
     temperature: float = 0.0
     max_tokens: int = 512
     thinking: bool = False

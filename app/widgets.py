@@ -109,6 +109,17 @@ class ChatPane(QWidget):
         self.notice = QLabel()
         self.notice.setObjectName("notice")
         self.notice.setWordWrap(True)
+        # Where speculation cannot pay and replies run plain: the way to watch it anyway.
+        self.speculate_anyway = QPushButton("Speculate anyway, to watch it")
+        self.speculate_anyway.setObjectName("speculate_anyway")
+        self.speculate_anyway.setToolTip(
+            "Load the drafter and draft 2 tokens a round, in exact mode: slower here than plain decoding, "
+            "but every draft, acceptance and rejection is there to see."
+        )
+        self.speculate_anyway.hide()
+        notice_row = QHBoxLayout()
+        notice_row.addWidget(self.notice, 1)
+        notice_row.addWidget(self.speculate_anyway, 0, Qt.AlignmentFlag.AlignTop)
         row = QHBoxLayout()
         row.addWidget(self.input, 1)
         buttons = QVBoxLayout()
@@ -117,5 +128,5 @@ class ChatPane(QWidget):
         row.addLayout(buttons)
         layout.addWidget(self.transcript, 1)
         layout.addWidget(self.legend)
-        layout.addWidget(self.notice)
+        layout.addLayout(notice_row)
         layout.addLayout(row)

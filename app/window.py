@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QStandardPaths, Qt, QThread, Signal
@@ -20,7 +21,7 @@ from app.teaching import TeachingWindow
 from app.transcript import TranscriptView
 from app.widgets import ChatPane, ConversationList
 from app.worker import AutoStatus, EngineWorker, LoadRequest, PairInfo, ReplyRequest
-from engine import FinishReason, Message, RunStats, ThermalReading, ThermalSampler, TokenEvent
+from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, ThermalSampler, TokenEvent
 
 
 def default_store_path() -> Path:
@@ -42,6 +43,7 @@ class MainWindow(QMainWindow):
         self.store = Store(store_path or default_store_path())
         self.chart_model = ChartModel()
         self.pair: PairInfo | None = None
+        self.watch_speculation = False  # the user asked to speculate where it cannot pay
         self.busy = False
         self.streaming = False
         self.conversation_id = 0
@@ -69,7 +71,20 @@ class MainWindow(QMainWindow):
         self.thermal_reading.connect(self._thermal)
         self._unsubscribe_thermal = self.thermal.subscribe(self.thermal_reading.emit)
         self.thermal.start()
-        self.request_load.emit(LoadRequest(self.prefs.target, self.prefs.drafter))
+        self.load(LoadRequest(self.prefs.target, self.prefs.drafter))
+
+    def load(self, request: LoadRequest) -> None:
+        """Load a pair; at Auto depth, plain on the fastest settings where drafts cannot pay here."""
+        auto = self.side.chosen_depth() == AUTO
+        self.request_load.emit(replace(request, go_plain=not self.watch_speculation, auto=auto))
+
+    def speculate_anyway(self) -> None:
+        """Load the drafter although it cannot pay here, and draft at a fixed depth: to watch it."""
+        self.watch_speculation = True
+        if self.side.chosen_depth() in (AUTO, 0):
+            self.side.set_depth(2)
+        if self.pair is not None:
+            self.load(LoadRequest(self.pair.target, self.pair.drafter))
 
     # ---- layout ----
     def _build(self) -> None:
@@ -78,6 +93,8 @@ class MainWindow(QMainWindow):
         center = ChatPane(TranscriptView())
         self.transcript, self.legend, self.notice = center.transcript, center.legend, center.notice
         self.input, self.send_button, self.stop_button = center.input, center.send_button, center.stop_button
+        center.speculate_anyway.clicked.connect(self.speculate_anyway)
+        self.speculate_button = center.speculate_anyway
 
         self.side = SidePanel(self.prefs.recent_files)
         self.charts = ChartsPanel(self.chart_model)
@@ -269,7 +286,7 @@ class MainWindow(QMainWindow):
             if self.pair:
                 self.side.show_loaded(self.pair.target, self.pair.drafter)
             return
-        self.request_load.emit(LoadRequest(target, drafter))
+        self.load(LoadRequest(target, drafter))
 
     def _loaded(self, info: PairInfo) -> None:
         self.pair = info
@@ -280,6 +297,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"Draftlight — {info.target_name} + {info.drafter_name} — {mode}")
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
         self._say(info.notice)
+        self.speculate_button.setVisible(info.plain)
         self._update_buttons()
 
     def _load_failed(self, message: str) -> None:
@@ -304,7 +322,7 @@ class MainWindow(QMainWindow):
         if dialog is not None and dialog.isVisible():
             return dialog
         dialog = FirstRunDialog(reason, self)
-        dialog.chosen.connect(self.request_load.emit)
+        dialog.chosen.connect(self.load)
         dialog.open()  # window-modal, without blocking: the window keeps painting
         self.first_run_dialog = dialog
         return dialog
@@ -345,7 +363,8 @@ class MainWindow(QMainWindow):
 
     # ---- status ----
     def _say(self, text: str) -> None:
-        self.notice.setText(text)
+        """A sentence under the transcript; with none, the pair's standing notice (why it runs plain)."""
+        self.notice.setText(text or (self.pair.notice if self.pair else ""))
 
     def _show_status(self, stats: RunStats | None) -> None:
         self.status.show(stats, self.plain_pass_s() if stats is not None else None)

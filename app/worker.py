@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -25,6 +25,7 @@ from engine import (
     RuntimeOptions,
     catalog,
     load_drafter,
+    plain_reason_for,
 )
 
 BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit costs the engine CPU time
@@ -45,6 +46,11 @@ class LoadRequest:
     target: str  # "default", a catalog key or a path
     drafter: str  # "default", "none", "ngram", "mtp", a catalog key or a path
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
+    # Auto replies run plain on the fastest settings where no depth could pay (Engine.go_plain);
+    # off when the user asks to speculate anyway, to watch it. With `auto` (the chosen depth),
+    # a pair whose saved profile already says so loads that way, its drafter never loaded.
+    go_plain: bool = True
+    auto: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class PairInfo:
     mode: str
     notice: str = ""  # e.g. the drafter that had to be dropped with a new target
     plain_pass_s: float | None = None  # a plain round's time from the box profile, if one is saved
+    plain: bool = False  # speculation cannot pay here: no drafter, the fastest plain settings
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,10 @@ class EngineWorker(QObject):
             # No download here: fetching a missing default model is the first-run dialog's offer.
             target_spec = catalog.DEFAULT_TARGET if request.target == "default" else request.target
             path = catalog.resolve(target_spec, self._progress, download=False)
+            reason = plain_reason_for(path, request.drafter, request.options) if request.auto else ""
+            if request.go_plain and reason:
+                self._load_plain(request, path, reason)
+                return
             target = Model(path, request.options)  # raises before the old engine is touched
             old = self.engine
             engine = Engine(target, None, request.options)
@@ -156,12 +167,26 @@ class EngineWorker(QObject):
             )
             self.engine.set_drafter(drafter, verdict)
             self.drafter_spec = request.drafter
+        self.engine.go_plain = request.go_plain
         self.loaded.emit(self._info(notice))
+
+    def _load_plain(self, request: LoadRequest, path, reason: str) -> None:
+        """The target alone on the fastest plain settings: the pair's profile says drafts cannot pay here."""
+        fast = replace(request.options, exact=False)
+        engine = Engine(Model(path, fast), None, fast)
+        engine.go_plain, engine.plain_reason = True, reason
+        old, self.engine = self.engine, engine
+        self.target_spec, self.drafter_spec = request.target, request.drafter  # the picker keeps the choice
+        if old is not None:
+            old.close()
+        self.loaded.emit(self._info())
 
     def _info(self, notice: str = "") -> PairInfo:
         engine = self.engine
         assert engine is not None
-        if self.drafter_spec == "none":
+        if engine.plain_reason:
+            verdict, ok = "No drafter loaded: plain decoding on the fastest settings (the reason is below).", True
+        elif self.drafter_spec == "none":
             verdict, ok = "No drafter: every token comes from a plain target pass.", True
         elif self.drafter_spec == "ngram":
             verdict, ok = "The n-gram drafter needs no model: it proposes text seen earlier.", True
@@ -185,6 +210,7 @@ class EngineWorker(QObject):
             mode=engine.options.mode,
             notice=" ".join(part for part in (notice, engine.notice) if part),
             plain_pass_s=engine.plain_pass_s(),
+            plain=bool(engine.plain_reason),
         )
 
     @Slot(object)
@@ -200,8 +226,11 @@ class EngineWorker(QObject):
             engine = self.engine
             prompt = engine.tokenize_prompt(engine.render(list(request.messages), request.thinking))
             config = request.config
+            was_plain = bool(engine.plain_reason)
             policy = engine.depth_policy(config.depth, progress=self._tuning)  # Auto's first use measures the box
             self.load_progress.emit(1, 1, "")
+            if engine.plain_reason and not was_plain:  # the measurement said drafts cannot pay: plain from now
+                self.loaded.emit(self._info())
             auto = policy if isinstance(policy, AutoDepth) else None
             for event in engine.stream(prompt, config, self._cancel.is_set):
                 batch.append(event)

@@ -74,7 +74,7 @@ from engine.ruler.prompts import BenchPrompt
 from engine.ruler.prompts import load_file as load_prompts_file
 from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose
 from engine.sampling import SamplingConfig
-from engine.session import ChatSession, Engine, PairSpec, load_drafter
+from engine.session import ChatSession, Engine, PairSpec, load_drafter, plain_reason_for
 from engine.speculative import GenerationConfig, Prefill, generate, speculative_round
 from engine.stepping import RoundStep, Stepper
 
@@ -153,6 +153,7 @@ __all__ = [
     "measured_round_cost",
     "mentioned_tokens",
     "parse_depth",
+    "plain_reason_for",
     "predict",
     "profile_for_target_only",
     "read_thermal",

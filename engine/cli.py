@@ -61,12 +61,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     set_verbose(args.verbose)
     progress = None if args.json else terminal_progress()
-    engine = Engine.load(args.target, args.drafter, _runtime_options(args), progress)
+    # At Auto depth, a pair that cannot beat plain decoding on this box loads (or, once its
+    # first reply has measured the box, reloads) as a plain target on the fastest settings.
+    engine = Engine.load(args.target, args.drafter, _runtime_options(args), progress, go_plain=args.depth == AUTO)
     if args.drafter == "auto" and engine.verdict is not None and not args.json:
         print(engine.verdict.explain(), file=sys.stderr)  # what auto found, and why it fits
+    policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box
     if engine.notice and not args.json:
         print(engine.notice, file=sys.stderr)
-    policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box
     if isinstance(policy, AutoDepth) and not args.json:
         print(policy.explain(), file=sys.stderr)
     session = engine.session(system=args.system, thinking=args.thinking == "on")
@@ -76,6 +78,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed),
         p_min=args.p_min,
         stop=tuple(args.stop or ()),
+        ignore_eog=args.ignore_eos,
+        probabilities=args.json,  # the coloured text shows none: they would only cost time
     )
     out = sys.stdout
     color = not args.json and out.isatty() and os.environ.get("NO_COLOR") is None
@@ -233,7 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
         "the target, a smaller model of its family), a catalog name or a .gguf path (a draft model, DFlash, EAGLE-3)",
     )
     chat.add_argument(
-        "--depth", type=_depth, default=2, help=f"drafted tokens per round, 0-{MAX_DEPTH} or {AUTO} (default 2)"
+        "--depth",
+        type=_depth,
+        default=AUTO,
+        help=f"drafted tokens per round, 0-{MAX_DEPTH}, or {AUTO} (the default): chosen each round from this box's "
+        "measured costs and the text's acceptance; where no depth could pay, plain decoding on the fastest settings",
     )
     chat.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
     chat.add_argument("--top-k", type=int, default=0)
@@ -242,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter confidence")
     chat.add_argument("--max-tokens", type=int, default=512)
     chat.add_argument("--stop", action="append", help="a stop string (repeatable)")
+    chat.add_argument(
+        "--ignore-eos", action="store_true", help="write all --max-tokens, past the end of the turn (benchmarks)"
+    )
     chat.add_argument("--thinking", choices=("on", "off"), default="off")
     chat.add_argument("--json", action="store_true", help="one JSON object per line: tokens, then stats")
     chat.add_argument("--rounds", action="store_true", help="with --json: also a line per round")

@@ -79,6 +79,7 @@ class RoundEvent:
     commit_ms: float = 0.0  # the accept walk and the rewind of both caches
     rewind_ms: float = 0.0  # the part of commit_ms spent rewinding
     overhead_ms: float = 0.0  # time outside llama.cpp calls: Python's share of the round
+    round_ms: float = 0.0  # the whole round: what a reply's decode time adds up
     draft_tokens: tuple[int, ...] = ()
     depth: int = 0  # the depth asked for (the tuner's choice under Auto); drafted may be fewer
     # Round 0 of a reply: its one token came from the prompt's own pass (the prefill), as in
@@ -100,6 +101,7 @@ class RoundEvent:
             "commit_ms": self.commit_ms,
             "rewind_ms": self.rewind_ms,
             "overhead_ms": self.overhead_ms,
+            "round_ms": self.round_ms,
             "draft_tokens": list(self.draft_tokens),
             "depth": self.depth,
             "from_prefill": self.from_prefill,
@@ -116,6 +118,7 @@ class RoundEvent:
             commit_ms=d["commit_ms"],
             rewind_ms=d["rewind_ms"],
             overhead_ms=d["overhead_ms"],
+            round_ms=d.get("round_ms", 0.0),
             draft_tokens=tuple(d.get("draft_tokens", ())),
             depth=d.get("depth", d["drafted"]),
             from_prefill=d.get("from_prefill", False),

@@ -109,12 +109,14 @@ def top_candidates(probs: np.ndarray, n: int) -> list[tuple[int, float]]:
     return [(int(i), float(probs[i])) for i in idx]
 
 
-def softmax_at(row: np.ndarray, token: int) -> float:
-    """p(token) under the row's softmax at temperature 1."""
+def softmax_parts(row: np.ndarray) -> tuple[float, float]:
+    """The row's largest logit and its softmax's normaliser, sum(exp(row - largest)): the whole
+    cost of a probability; any token's is then exp(row[token] - largest) / normaliser."""
     top = row.max()
-    return math.exp(float(row[token] - top)) / float(np.exp(row - top).sum())
+    return float(top), float(np.exp(row - top).sum())
 
 
-def softmax_at_many(rows: list[tuple[np.ndarray, int]]) -> list[float]:
-    """softmax_at for several rows. (Threads were tried: on a 16-core GPU box they cost more than they saved.)"""
-    return [softmax_at(r, t) for r, t in rows]
+def softmax_at(row: np.ndarray, token: int, parts: tuple[float, float] | None = None) -> float:
+    """p(token) under the row's softmax at temperature 1."""
+    top, total = parts or softmax_parts(row)
+    return math.exp(float(row[token]) - top) / total

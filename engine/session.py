@@ -14,9 +14,9 @@ from engine.drafting.mtp import ASSISTANT_ARCHITECTURES
 from engine.errors import ContextFullError, DraftlightError, IncompatibleDrafter
 from engine.events import Event, RunStats
 from engine.measure.auto import AutoDepth, auto_depth_for
-from engine.measure.costmodel import BoxProfile
+from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
 from engine.measure.probe import ProbeResult, batch_invariance
-from engine.measure.profile import saved_pair_profile, saved_target_profile
+from engine.measure.profile import load_profile, saved_pair_profile, saved_target_profile
 from engine.models import catalog
 from engine.models.compat import Verdict, check
 from engine.models.discover import discover
@@ -45,6 +45,12 @@ class Engine:
         self.ctx = Context(target, options, max_rows=MAX_DEPTH + 1)
         self.template = template_for(target)
         self._auto: AutoDepth | None = None  # built on the first Auto reply, kept for the pair
+        # Where the box profile says no depth could beat plain decoding (a draft model on a
+        # CPU where a second row costs a whole pass), an Auto reply drops the drafter and runs
+        # plain on llama.cpp's fastest settings. The command line and the app ask for this;
+        # a program using the engine gets exactly the pair it loaded unless it does too.
+        self.go_plain = False
+        self.plain_reason = ""  # why this engine runs plain, once it does
 
     @classmethod
     def load(
@@ -53,11 +59,23 @@ class Engine:
         drafter: str | Path | None = "default",
         options: RuntimeOptions | None = None,
         progress: catalog.Progress | None = None,
+        go_plain: bool = False,
     ) -> Engine:
-        """Resolve and load a pair; refuse an incompatible drafter with the reason."""
+        """Resolve and load a pair; refuse an incompatible drafter with the reason.
+
+        With `go_plain` (replies at Auto depth), a pair whose saved profile says speculation
+        cannot pay here loads as a plain target on the fastest settings, the drafter unloaded.
+        """
         options = options or RuntimeOptions()
         target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, progress)
+        reason = plain_reason_for(target_path, drafter, options) if go_plain else ""
+        if reason:
+            fast = replace(options, exact=False)
+            engine = cls(Model(target_path, fast), None, fast)
+            engine.go_plain, engine.plain_reason = True, reason
+            return engine
         engine = cls(Model(target_path, options), None, options)
+        engine.go_plain = go_plain
         try:
             engine.set_drafter(*load_drafter(engine.target, drafter, options, progress, target_ctx=engine.ctx))
         except BaseException:
@@ -97,8 +115,28 @@ class Engine:
 
     @property
     def notice(self) -> str:
-        """A sentence the user needs before replying, or "": why speculation is off for this target."""
+        """A sentence the user needs before replying, or "": why speculation is off."""
+        if self.plain_reason:
+            return self.plain_reason
         return "" if self.ctx.can_rewind or self.drafter is None else self.ctx.describe_rollback()
+
+    def run_plain(self, reason: str) -> None:
+        """Drop the drafter and decode on llama.cpp's fastest plain settings (repacked weights, an
+        f16 cache): with no verify batches, exactness is not at stake."""
+        fast = replace(self.options, exact=False)
+        if fast != self.options:
+            target = Model(self.target.path, fast)
+            try:
+                ctx = Context(target, fast, max_rows=MAX_DEPTH + 1)
+            except BaseException:
+                target.close()
+                raise
+            self.set_drafter(None)
+            self.ctx.close()
+            self.target.close()
+            self.target, self.ctx, self.options = target, ctx, fast
+        self.set_drafter(None)
+        self.plain_reason = reason
 
     def depth_policy(self, depth: Depth, progress: ProfileProgress | None = None) -> DepthPolicy:
         """What a reply asked for, as a policy: the one place "no drafter means depth 0" is decided.
@@ -108,7 +146,11 @@ class Engine:
         if not self.can_speculate:
             return FixedDepth(0)
         if depth == AUTO:
-            return self.auto_depth(progress)
+            auto = self.auto_depth(progress)
+            if self.go_plain and isinstance(self.drafter, ModelDrafter) and not speculation_pays(auto.profile):
+                self.run_plain(why_plain(auto.profile))
+                return FixedDepth(0)
+            return auto
         return FixedDepth(min(depth, MAX_DEPTH))
 
     def describe_rollback(self) -> str:
@@ -208,6 +250,25 @@ class Engine:
         self.set_drafter(None)
         self.ctx.close()
         self.target.close()
+
+
+def saved_profile_for(target: Path, drafter: str | Path | None, options: RuntimeOptions) -> BoxProfile | None:
+    """The saved profile of the target with a draft model named by `drafter` (default, a catalog
+    name or a .gguf path), without loading either; None for anything else or nothing saved."""
+    spec = catalog.DEFAULT_DRAFTER if str(drafter) == "default" else drafter
+    if spec is None or str(spec) in ("none", "ngram", "mtp", "auto"):
+        return None
+    try:
+        path = catalog.resolve(spec, None, download=False)
+    except DraftlightError:
+        return None
+    return load_profile(target, path, options)
+
+
+def plain_reason_for(target: Path, drafter: str | Path | None, options: RuntimeOptions) -> str:
+    """Why the pair runs plain here, in a sentence, if its saved profile says no depth could pay; else ""."""
+    profile = saved_profile_for(target, drafter, options)
+    return why_plain(profile) if profile is not None and not speculation_pays(profile) else ""
 
 
 def load_drafter(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -21,7 +21,8 @@ from engine.depth import Depth, DepthPolicy, RoundSeconds
 from engine.drafting import Draft, Drafter, VerifyBatch
 from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.runtime import Context
-from engine.sampling import Sampler, SamplingConfig, residual, softmax_at_many, top_candidates
+from engine.runtime.side import Job, SideWork
+from engine.sampling import Sampler, SamplingConfig, residual, softmax_at, top_candidates
 
 NO_DRAFT = Draft()
 Candidates = tuple[tuple[int, float], ...]
@@ -91,6 +92,16 @@ class Round:
     commit_s: float
     rewind_s: float
     llama_s: float  # time inside llama.cpp
+    # The target's probabilities of the emitted tokens, when they are left to side work (the
+    # next decode's wait on an accelerator): `settled()` fills them in.
+    pending: Job | None = None
+
+    def settled(self) -> list[Emitted]:
+        """The emitted tokens with every probability in."""
+        if self.pending is None:
+            return self.emitted
+        probs = self.pending.result()
+        return [replace(e, target_prob=p) for e, p in zip(self.emitted, probs)]
 
 
 def speculative_round(
@@ -102,27 +113,43 @@ def speculative_round(
     config: GenerationConfig,
     banned: tuple[int, ...] = (),
     prefill_row: np.ndarray | None = None,
+    side: SideWork | None = None,
 ) -> Round:
     """One round. `history` is every committed token; the target's cache holds all but the last.
 
     With `prefill_row` (round 0) the cache already holds all of history and that row is
     the target's verdict: nothing is drafted or decoded. `banned` tokens get no probability
-    from either model (ignore_eog's end-of-generation ids).
+    from either model (ignore_eog's end-of-generation ids). With `side`, greedy decoding
+    leaves the probabilities it reports to side work: the draft's while the target verifies
+    it, the target's for the next decode (the round's `pending`).
     """
     n = len(history)
     drafter_ctx = getattr(drafter, "ctx", None)
-    llama_before = target.decode_s + (drafter_ctx.decode_s if drafter_ctx else 0.0)
+    llama_before = _llama_s(target, drafter_ctx)
+    deferred = side is not None and sampler.greedy and config.probabilities and not config.top_candidates
     t0 = time.perf_counter()
     drafting = drafter is not None and depth > 0 and prefill_row is None
     draft = drafter.draft(history, depth, sampler, config.p_min, banned) if drafting else NO_DRAFT
+    preparing = side.add(draft.prepare) if deferred and draft.tokens else None
     t1 = time.perf_counter()
 
     rows = target.decode([history[-1], *draft.tokens], all_logits=True) if prefill_row is None else prefill_row[None, :]
     if banned:
         rows[:, banned] = -np.inf
+    if preparing is not None:
+        preparing.run()  # done in the verify's wait where the target's context has this side work
     t2 = time.perf_counter()
 
-    verdict = walk(draft, rows, sampler, bool(config.top_candidates), config.probabilities)
+    verdict = walk(draft, rows, sampler, bool(config.top_candidates), config.probabilities and not deferred)
+    pending = None
+    if deferred:
+        chosen = [*draft.tokens[: verdict.accepted], verdict.token]
+        kept = rows[: len(chosen)]
+        if drafter_ctx is None or not draft.tokens:  # the next decode is likely the target's own,
+            kept, reads = kept.copy(), None  # which reuses the buffer these rows are in
+        else:  # read in place during the drafter's next step; at the latest before the target decodes
+            reads = target
+        pending = side.add(lambda: [softmax_at(row, t) for row, t in zip(kept, chosen)], reads)
     t3 = time.perf_counter()
     # Both caches keep history and the accepted drafts; the target's own token is the new
     # "last", decoded at the start of the next round.
@@ -135,8 +162,12 @@ def speculative_round(
     t4 = time.perf_counter()
 
     emitted = provenance(draft, verdict, config.top_candidates, config.probabilities or not sampler.greedy)
-    llama_after = target.decode_s + (drafter_ctx.decode_s if drafter_ctx else 0.0)
-    return Round(draft, verdict, emitted, t1 - t0, t2 - t1, t4 - t2, t4 - t3, llama_after - llama_before)
+    llama_s = _llama_s(target, drafter_ctx) - llama_before
+    return Round(draft, verdict, emitted, t1 - t0, t2 - t1, t4 - t2, t4 - t3, llama_s, pending)
+
+
+def _llama_s(target: Context, drafter_ctx) -> float:
+    return target.decode_s + (drafter_ctx.decode_s if drafter_ctx is not None else 0.0)
 
 
 def provenance(draft: Draft, verdict: Verdict, top: int, want_probs: bool) -> list[Emitted]:
@@ -188,10 +219,7 @@ def walk(
                 break
         if keep_dists:
             dists = [sampler.distribution(rows[i]) for i in range(len(chosen))]
-        # the probabilities the events report, every row's at once (in parallel where cores allow)
-        probs = (
-            softmax_at_many([(rows[i], t) for i, t in enumerate(chosen)]) if probabilities else [math.nan] * len(chosen)
-        )
+        probs = [softmax_at(rows[i], t) for i, t in enumerate(chosen)] if probabilities else [math.nan] * len(chosen)
         return Verdict(len(chosen) - 1, chosen[-1], probs, dists)
 
     for i, d in enumerate(draft.tokens):
@@ -235,49 +263,99 @@ def generate(
     rounds: list[tuple[RoundEvent, float]] = []
     first_row, generated, pieces = prefill.first_row, 0, []
     finish = FinishReason.MAX_TOKENS
-    while generated < config.max_tokens and finish is FinishReason.MAX_TOKENS:
-        if cancelled():
-            finish = FinishReason.CANCELLED
-            break
-        start = time.perf_counter()
-        room = target.n_ctx - target.n_past  # rows the target cache can still take
-        if room < 1 and first_row is None:
-            finish = FinishReason.CONTEXT_FULL
-            break
-        wanted = policy.choose()
-        depth = max(0, min(wanted, config.max_tokens - generated - 1, room - 1, target.max_rows - 1))
-        r = speculative_round(target, drafter, history, depth, sampler, config, banned, first_row)
-        events = []
-        for pos, e in enumerate(r.emitted):
-            history.append(e.token)
-            generated += 1
-            eog = model.is_eog(e.token)
-            events.append(_token_event(e, "" if eog else text.push(model.piece(e.token)), len(rounds), pos, model))
-            if eog:
-                finish = FinishReason.EOG
+    # On an accelerator a round's probabilities are computed while the next round's first
+    # decode runs, so its events go out one round late (milliseconds); elsewhere at once.
+    side = SideWork() if target.options.overlap else None
+    outbox = _Outbox()
+    contexts = [c for c in (target, getattr(drafter, "ctx", None)) if isinstance(c, Context)]
+    for c in contexts:
+        c.side = side
+    try:
+        while generated < config.max_tokens and finish is FinishReason.MAX_TOKENS:
+            if cancelled():
+                finish = FinishReason.CANCELLED
                 break
-        round_s = time.perf_counter() - start
-        if first_row is None:
-            policy.observe(len(r.draft.tokens), r.verdict.accepted, RoundSeconds(r.draft_s, r.verify_s, r.commit_s))
-        for event in events:
-            released, stopped = stops.push(event)
+            start = time.perf_counter()
+            room = target.n_ctx - target.n_past  # rows the target cache can still take
+            if room < 1 and first_row is None:
+                finish = FinishReason.CONTEXT_FULL
+                break
+            wanted = policy.choose()
+            depth = max(0, min(wanted, config.max_tokens - generated - 1, room - 1, target.max_rows - 1))
+            try:
+                r = speculative_round(target, drafter, history, depth, sampler, config, banned, first_row, side)
+            except Exception:
+                yield from outbox.release()  # what the reply had so far is the user's
+                raise
+            events = []
+            for pos, e in enumerate(r.emitted):
+                history.append(e.token)
+                generated += 1
+                eog = model.is_eog(e.token)
+                piece = "" if eog else text.push(model.piece(e.token))
+                events.append(_token_event(e, piece, len(rounds), pos, model))
+                if eog:
+                    finish = FinishReason.EOG
+                    break
+            round_s = time.perf_counter() - start
+            if first_row is None:
+                policy.observe(len(r.draft.tokens), r.verdict.accepted, RoundSeconds(r.draft_s, r.verify_s, r.commit_s))
+            yield from outbox.release()  # the previous round's, settled by this round's first decode
+            for event in events:
+                released, stopped = stops.push(event)
+                pieces.extend(e.text for e in released)
+                outbox.put(released)
+                if stopped:
+                    finish = FinishReason.STOP_STRING
+                    break
+            summary = _round_event(r, len(rounds), wanted, round_s, from_prefill=first_row is not None)
+            outbox.wait_for(len(rounds), r)
+            outbox.put([summary])
+            rounds.append((summary, round_s))
+            if side is None:
+                yield from outbox.release()
+            first_row = None
+        if finish is not FinishReason.STOP_STRING:
+            released = stops.flush()  # no stop string completed: the held text is the model's
             pieces.extend(e.text for e in released)
-            yield from released
-            if stopped:
-                finish = FinishReason.STOP_STRING
-                break
-        summary = _round_event(r, len(rounds), wanted, round_s, from_prefill=first_row is not None)
-        rounds.append((summary, round_s))
-        yield summary
-        first_row = None
-    if finish is not FinishReason.STOP_STRING:
-        released = stops.flush()  # no stop string completed: the held text is the model's
-        pieces.extend(e.text for e in released)
-        yield from released
+            outbox.put(released)
+        yield from outbox.release()
         pieces.append(text.flush())
+    finally:
+        for c in contexts:
+            c.side = None
     yield _run_stats(
         rounds, finish, policy.setting, history[len(history) - generated :], "".join(pieces), prefill, target
     )
+
+
+class _Outbox:
+    """Events waiting for their round's probabilities (side work), in order."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.round: tuple[int, Round] | None = None
+        self.late: dict[tuple[int, int], float] = {}  # (round, position): the target's probability
+
+    def put(self, events: list[Event]) -> None:
+        self.events.extend(events)
+
+    def wait_for(self, index: int, r: Round) -> None:
+        self.round = (index, r) if r.pending is not None else None
+
+    def release(self) -> list[Event]:
+        if self.round is not None:
+            index, r = self.round
+            for pos, e in enumerate(r.settled()):
+                self.late[(index, pos)] = e.target_prob
+            self.round = None
+        out, self.events = [self._filled(e) for e in self.events], []
+        return out
+
+    def _filled(self, e: Event) -> Event:
+        if isinstance(e, TokenEvent) and (e.round_index, e.position) in self.late:
+            return replace(e, target_prob=self.late.pop((e.round_index, e.position)))
+        return e
 
 
 def _token_event(e: Emitted, text: str, round_index: int, position: int, model) -> TokenEvent:
@@ -298,7 +376,14 @@ def _token_event(e: Emitted, text: str, round_index: int, position: int, model) 
 
 def _round_event(r: Round, index: int, depth: int, round_s: float, from_prefill: bool) -> RoundEvent:
     if from_prefill:  # the prompt's pass did the work: the round is the engine's own overhead
-        return RoundEvent(round_index=index, drafted=0, accepted=0, overhead_ms=round_s * 1e3, from_prefill=True)
+        return RoundEvent(
+            round_index=index,
+            drafted=0,
+            accepted=0,
+            overhead_ms=round_s * 1e3,
+            round_ms=round_s * 1e3,
+            from_prefill=True,
+        )
     return RoundEvent(
         round_index=index,
         drafted=len(r.draft.tokens),
@@ -308,6 +393,7 @@ def _round_event(r: Round, index: int, depth: int, round_s: float, from_prefill:
         commit_ms=r.commit_s * 1e3,
         rewind_ms=r.rewind_s * 1e3,
         overhead_ms=(round_s - r.llama_s) * 1e3,
+        round_ms=round_s * 1e3,
         draft_tokens=tuple(r.draft.tokens),
         depth=depth,
     )

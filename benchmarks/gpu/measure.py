@@ -82,9 +82,15 @@ def cmd_ours(args) -> int:
         drafters[1] = ModelDrafter(Model(drafter_path, one), one)
     ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
 
-    def once(depth: int, probabilities: bool, n: int, drafter):
+    # "on": the app's probabilities, computed while the next decode runs (the default on a GPU);
+    # "on, eager": computed in the round, as on a CPU; "off": none (the ruler, --json-less runs)
+    modes = {"on": (True, True), "on, eager": (True, False), "off": (False, True)}
+
+    def once(depth: int, mode: str, n: int, drafter):
+        probabilities, overlap = modes[mode]
         eng.swap_drafter(drafter if depth else None)
         eng.forget()
+        eng.ctx.options = replace(options, overlap_probabilities=overlap)
         config = GenerationConfig(max_tokens=n, depth=depth, ignore_eog=True, probabilities=probabilities)
         *_, stats = eng.stream(ids, config)
         return stats
@@ -92,29 +98,34 @@ def cmd_ours(args) -> int:
     print(f"[{args.pair}] {options.mode} mode, {args.tokens} tokens, median of {args.repeats}; every draft accepted")
     print(
         "| pair | depth | drafter rows | probabilities | tok/s | ms/round | c | c_floor | c / c_floor "
-        "| Python ms/round | Python share |"
+        "| Python ms/round | Python share | speedup over plain | of the ideal (k+1)/c_floor |"
     )
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-    plain_round = None
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    plain: dict[str, tuple[float, float]] = {}  # per mode: a plain round's seconds and tokens/s
     for depth in [int(d) for d in args.depths.split(",")]:
         for shape, drafter in drafters.items():
             if depth == 0 and shape != steady.shape:
                 continue
-            for probabilities in (True, False):
-                once(depth, probabilities, 8, drafter)
-                runs = [once(depth, probabilities, args.tokens, drafter) for _ in range(args.repeats)]
+            for mode in modes:
+                if mode == "on, eager" and shape != steady.shape:
+                    continue
+                once(depth, mode, 8, drafter)
+                runs = [once(depth, mode, args.tokens, drafter) for _ in range(args.repeats)]
                 round_s = statistics.median(s.decode_s / s.rounds for s in runs)
                 python_s = statistics.median(s.overhead_s / s.rounds for s in runs)
-                if depth == 0 and probabilities:
-                    plain_round = round_s
-                c = round_s / plain_round if plain_round else float("nan")
+                tps = statistics.median(s.decode_tps for s in runs)
+                if depth == 0:
+                    plain[mode] = (round_s, tps)
+                c = round_s / plain["on"][0] if "on" in plain else float("nan")
                 cf = floor["floor"][str(depth)] if floor else float("nan")
+                speedup = tps / plain[mode][1] if mode in plain else float("nan")
                 print(
-                    f"| {args.pair} | {depth} | {shape if depth else '-'} | {'on' if probabilities else 'off'} | "
-                    f"{statistics.median(s.decode_tps for s in runs):.1f} | {round_s * 1e3:.2f} | {c:.2f} | "
-                    f"{cf:.2f} | {c / cf:.2f} | {python_s * 1e3:.2f} | {python_s / round_s:.0%} |",
+                    f"| {args.pair} | {depth} | {shape if depth else '-'} | {mode} | {tps:.1f} | {round_s * 1e3:.2f} "
+                    f"| {c:.2f} | {cf:.2f} | {c / cf:.2f} | {python_s * 1e3:.2f} | {python_s / round_s:.0%} "
+                    f"| {speedup:.2f} | {speedup / ((depth + 1) / cf):.2f} |",
                     flush=True,
                 )
+    eng.ctx.options = options
     for drafter in drafters.values():
         drafter.close()
         drafter.model.close()
@@ -165,6 +176,7 @@ def cmd_tuner(args) -> int:
     profile = measure(eng.target, drafter.model, options)  # what `draftlight tune` measures
     print(f"[{args.pair}] tuned in {time.perf_counter() - t0:.1f} s; calibration acceptance "
           + " ".join(f"{a:.0%}" for a in profile.acceptance_prior))  # fmt: skip
+    print("```\n" + profile.table() + "\n```")
     _, rates = best_depth(profile, profile.acceptance_prior)
     ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
 

@@ -21,13 +21,14 @@ command -v nvcc > /dev/null || export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader 2>&1 | tee -a "$OUT/run.log"
 
 if want build 0; then
-  if [ -x $B/bin/llama-server ] && [ -x $B/bin/llama-bench ]; then log "build: reusing $B"; else
+  TARGETS=${BUILD_TARGETS:-llama-server llama-bench}  # the ruler needs llama-server; rows, llama-bench
+  if (cd $B/bin 2> /dev/null && ls $TARGETS > /dev/null 2>&1); then log "build: reusing $B"; else
     rm -rf $SRC && mkdir -p $SRC && tar xJf "$KIT/llama.cpp-src.tar.xz" -C $SRC
     cmake -S $SRC/src -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
       -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
       -DLLAMA_BUILD_APP=OFF > "$OUT/build.log" 2>&1 || { log "configure failed"; tail -20 "$OUT/build.log"; exit 1; }
-    cmake --build $B -j"$(nproc)" --target llama-server llama-bench >> "$OUT/build.log" 2>&1 \
+    cmake --build $B -j"$(nproc)" --target $TARGETS >> "$OUT/build.log" 2>&1 \
       || { log "build failed"; grep -m5 -i error "$OUT/build.log"; exit 1; }
     log "build: done"
   fi

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.sampling import Sampler, softmax_at_many
+from engine.sampling import Sampler, softmax_at, softmax_parts
 
 
 @dataclass
@@ -25,6 +25,7 @@ class Draft:
     rows: np.ndarray | None = None
     sampler: Sampler | None = None
     _dists: dict[int, np.ndarray] = field(default_factory=dict)
+    _parts: dict[int, tuple[float, float]] = field(default_factory=dict)  # softmax_parts per row
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -53,9 +54,18 @@ class Draft:
             for i, t in wanted:
                 out[i] = float(self.distribution(i)[t])
             return out
-        for (i, _), p in zip(wanted, softmax_at_many([(self.rows[i], t) for i, t in wanted])):
-            out[i] = p
+        for i, t in wanted:
+            out[i] = softmax_at(self.rows[i], t, self._parts.get(i))
         return out
+
+    def prepare(self) -> None:
+        """Do the costly half of every row's probabilities now (greedy), so probs() is a lookup later.
+        The round runs this while the target verifies the draft on an accelerator."""
+        if self.rows is None or self.sampler is None or not self.sampler.greedy:
+            return
+        for i in range(len(self.tokens)):
+            if i not in self._parts:
+                self._parts[i] = softmax_parts(self.rows[i])
 
 
 @dataclass(frozen=True)

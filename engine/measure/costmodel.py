@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from engine.depth import MAX_DEPTH
 from engine.events import RunStats
 
-PROFILE_VERSION = 5  # 5: the rollback timed, a draft model's step at the shape it runs
+PROFILE_VERSION = 6  # 5: the rollback timed, a draft model's step at the shape it runs; 6: GPU rows at a steady shape
 
 
 @dataclass
@@ -130,6 +130,32 @@ def best_depth(
     max_depth = min(max_depth, profile.max_depth, len(acceptance))
     rates = [expected_tokens(acceptance, k) / profile.round_cost_s(k, drafter_step_s) for k in range(max_depth + 1)]
     return max(range(len(rates)), key=rates.__getitem__), rates
+
+
+def best_if_always_right(profile: BoxProfile) -> tuple[int, float]:
+    """The best depth if every draft were accepted, and its speed over plain decoding: the
+    most speculation could give on this box with this pair, whatever the text."""
+    best, rates = best_depth(profile, [1.0] * profile.max_depth)
+    return best, rates[best] / rates[0]
+
+
+def speculation_pays(profile: BoxProfile) -> bool:
+    """Whether some depth beats plain decoding here, at least for text the drafter always gets right."""
+    best, speedup = best_if_always_right(profile)
+    return best > 0 and speedup > 1.0
+
+
+def why_plain(profile: BoxProfile) -> str:
+    """Why replies run plain on this box, in its own numbers."""
+    one = profile.target_rows_s[0]
+    c1 = profile.round_cost_s(1) / profile.round_cost_s(0)
+    return (
+        f"Speculation cannot pay on this machine with {profile.drafter}: a round with one draft costs "
+        f"{c1:.2f} plain passes here (the target's 2-row verify pass {profile.rows_in_passes(2):.2f}, the "
+        f"drafter's step {profile.drafter_step_s / one:.2f}) and yields at most 2 tokens; even a drafter that "
+        "was always right would be slower than no drafter at any depth. So replies run plain, with llama.cpp's "
+        "fastest settings (repacked weights, f16 cache), and no drafter is loaded."
+    )
 
 
 def explain(profile: BoxProfile, depth: int, acceptance: list[float], drafter_step_s: float | None = None) -> str:

@@ -12,6 +12,8 @@ from pathlib import Path
 from engine.chat import Message
 from engine.depth import AUTO, Depth
 from engine.events import RoundEvent
+from engine.measure.costmodel import speculation_pays, why_plain
+from engine.measure.profile import profile_for
 from engine.measure.thermal import read_thermal, wait_until_cool
 from engine.models.discover import SPEC_TYPES
 from engine.ruler.prompts import BenchPrompt
@@ -145,6 +147,9 @@ class OursRunner:
     A drafter that reads the target (an MTP head, DFlash, EAGLE-3, an assistant) watches
     every batch its target context decodes, so it gets a context of its own over the same
     loaded model: the other arms' passes stay exactly what they are without it.
+
+    An Auto arm with a draft model runs what `draftlight chat --depth auto` runs: where the
+    pair's box profile says no depth could pay, plain decoding on the fast layout.
     """
 
     def __init__(self, config: BenchConfig) -> None:
@@ -169,6 +174,17 @@ class OursRunner:
                 reader = Engine(engine.target, None, options)
                 self.readers[(fast, kind)] = reader
                 reader.set_drafter(*load_drafter(engine.target, config.drafters[kind], options, target_ctx=reader.ctx))
+        self.plain_auto: dict[bool, str] = {}  # layout -> why its Auto arm decodes plainly on the fast one
+        for (fast, kind), drafter in list(self.drafters.items()):
+            if kind == "model" and any(a.engine == "ours" and a.depth == AUTO and a.fast == fast for a in config.arms):
+                engine = self.engines[fast]
+                profile = profile_for(engine.target, drafter.model, engine.options)  # saved, or measured as Auto does
+                if not speculation_pays(profile):
+                    self.plain_auto[fast] = why_plain(profile)
+                    if True not in self.engines:
+                        fast_options = RuntimeOptions(n_ctx=config.n_ctx, n_threads=config.threads, exact=False)
+                        self.engines[True] = Engine(Model(config.target, fast_options), None, fast_options)
+        self.notes = [f"ours {AUTO}: {why}" for why in sorted(set(self.plain_auto.values()))]
 
     def render(self, prompt: BenchPrompt) -> str:
         engine = next(iter(self.engines.values()))
@@ -176,20 +192,24 @@ class OursRunner:
 
     def run(self, arm: Arm, prompt: BenchPrompt, rendered: str, n_tokens: int) -> RunRecord:
         engine = self.readers.get((arm.fast, arm.drafter))
-        if engine is None:
+        plain = arm.depth == AUTO and arm.drafter == "model" and arm.fast in self.plain_auto
+        if plain:
+            engine = self.engines[True]
+            engine.swap_drafter(None)
+        elif engine is None:
             engine = self.engines[arm.fast]
             engine.swap_drafter(self.drafters.get((arm.fast, arm.drafter)))  # a fresh Auto for every run
         else:
             engine.set_drafter(engine.drafter, engine.verdict)  # a fresh Auto for every run
         ids = engine.tokenize_prompt(rendered)
         engine.forget()  # every run prefills the whole prompt, as llama.cpp's does
-        config = GenerationConfig(max_tokens=n_tokens, depth=arm.depth, ignore_eog=True)
+        config = GenerationConfig(max_tokens=n_tokens, depth=0 if plain else arm.depth, ignore_eog=True)
         stats, depths = None, []
         for event in engine.stream(ids, config):
             if isinstance(event, RoundEvent) and not event.from_prefill:
                 depths.append(event.drafted)
             stats = event
-        tuner = engine.auto if arm.depth == AUTO else None
+        tuner = engine.auto if arm.depth == AUTO and not plain else None
         assert stats is not None
         return RunRecord(
             arm=arm.name,
@@ -279,7 +299,7 @@ def run_bench(config: BenchConfig, oracle_build=None, progress: Progress = print
     """Every arm on every prompt, repeats interleaved, a warm-up and a cool-down before each run."""
     threads = config.threads or RuntimeOptions().threads
     ours = OursRunner(config)
-    notes: list[str] = []
+    notes: list[str] = list(ours.notes)
     theirs = None
     if any(a.engine == "llama.cpp" for a in config.arms):
         if oracle_build is None:

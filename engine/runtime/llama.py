@@ -18,6 +18,12 @@ import numpy as np
 
 from engine.errors import ContextFullError, RuntimeFailure
 from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, _log_state
+from engine.runtime.side import SideWork
+
+# On a GPU, a wait for logits longer than this means the device was still computing: the
+# side work done before it was hidden under the decode. (On a CPU the decode has finished
+# when it returns, and reading its logits alone takes tens of microseconds.)
+DEVICE_BUSY_S = 50e-6
 
 # (tokens, position of the first, the model's hidden state per token, [len(tokens), n_embd], or None)
 BatchObserver = Callable[[list[int], int, "np.ndarray | None"], None]
@@ -72,6 +78,10 @@ class Context:
             b.seq_id[i][0] = 0
         self.tokens: list[int] = []  # what the KV cache holds, position by position
         self.decode_s = 0.0  # time inside llama_decode and logits access, for overhead accounting
+        # Work to do between launching a decode and reading its logits (engine.runtime.side), and
+        # the time it took that no decode hid (it counts as the engine's own, not llama.cpp's).
+        self.side: SideWork | None = None
+        self.side_exposed_s = 0.0
         self.rewinds_replayed = 0  # rewinds past the snapshots, done by decoding the kept tokens again
         # Drafters that read the target's hidden states (an MTP head): every decoded batch.
         self._observers: list[tuple[BatchObserver, bool]] = []  # and whether it wants hidden states
@@ -177,6 +187,8 @@ class Context:
             if last_chunk:
                 self._want[m - 1] = 1
             self._batch.n_tokens = m
+            if self.side is not None:
+                self.side.run_reading(self)  # before this decode overwrites the logits they read
             t0 = time.perf_counter()
             rc = llama.llama_decode(self.ptr, self._batch)
             if rc != 0:
@@ -187,9 +199,18 @@ class Context:
                     )
                 raise RuntimeFailure(f"llama.cpp failed to decode a batch of {m} tokens (code {rc}).")
             self.tokens.extend(chunk)
+            side_s = 0.0
             if last_chunk:
-                logits = self._logits_view()[: m if all_logits else 1]
-            self.decode_s += time.perf_counter() - t0
+                if self.side is not None:
+                    s0 = time.perf_counter()
+                    if self.side.run():
+                        side_s = time.perf_counter() - s0
+                w0 = time.perf_counter()
+                logits = self._logits_view()[: m if all_logits else 1]  # waits for the device
+                if side_s and self.options.on_gpu and time.perf_counter() - w0 > DEVICE_BUSY_S:
+                    side_s = 0.0  # the device was still busy: the side work cost nothing
+            self.decode_s += time.perf_counter() - t0 - side_s
+            self.side_exposed_s += side_s
             if self._observers and not self._paused:
                 self._tell_observers(chunk, past)
             start += m

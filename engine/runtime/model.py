@@ -79,12 +79,22 @@ class RuntimeOptions:
     # graphs and Metal's pipelines are reused only for a shape seen before, and rows cost
     # little there. None: so on a GPU, not on a CPU (where a second row costs a whole pass).
     steady_draft_shape: bool | None = None
+    # Compute the probabilities the events report while the next decode runs on the device
+    # (engine.runtime.side), each round's events then going out after the next round's first
+    # decode. None: so on a GPU; on a CPU a decode leaves nothing to overlap with.
+    overlap_probabilities: bool | None = None
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu_layers != 0 and offloads_to_gpu()
 
     @property
     def steady_draft(self) -> bool:
-        if self.steady_draft_shape is not None:
-            return self.steady_draft_shape
-        return self.gpu_layers != 0 and offloads_to_gpu()
+        return self.on_gpu if self.steady_draft_shape is None else self.steady_draft_shape
+
+    @property
+    def overlap(self) -> bool:
+        return self.on_gpu if self.overlap_probabilities is None else self.overlap_probabilities
 
     @property
     def threads(self) -> int:

@@ -23,6 +23,7 @@ def make_window(qtbot, tmp_path, target_path, drafter_path):
         prefs.setdefault("target", str(target_path))
         prefs.setdefault("drafter", str(drafter_path))
         prefs.setdefault("max_tokens", 24)
+        prefs.setdefault("depth", 2)  # speculation to watch (the app's own default is Auto)
         window = MainWindow(store_path=tmp_path / store_name, prefs=settings.Preferences(**prefs))
         qtbot.addWidget(window)
         window.show()

@@ -153,3 +153,23 @@ def test_a_short_real_run_agrees_with_itself_and_the_oracle(target_path, drafter
         assert prompt_tokens["llama.cpp d0"] == prompt_tokens["ours d0"]
     runs = [line for line in lines if line.startswith("[")]  # one progress line per arm and prompt
     assert len(runs) == len(arms) and all("repeat 1/1" in line and "tok/s" in line for line in runs)
+
+
+def test_an_auto_arm_runs_what_the_command_line_runs_where_drafts_cannot_pay(
+    target_path, drafter_path, tmp_path, monkeypatch
+):
+    """With a saved profile saying no depth could pay here, "ours auto" decodes plainly on the
+    fast layout (as `draftlight chat --depth auto` does), and the report says why."""
+    from engine.measure.profile import save_profile
+    from engine.runtime import RuntimeOptions
+    from tests.engine.box_profiles import HOPELESS, profile
+
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
+    save_profile(profile(target_path, drafter_path, RuntimeOptions(n_ctx=4096), *HOPELESS))
+    arms = [Arm("ours", "model", "auto"), Arm("ours", "none", 0, fast=True)]
+    config = BenchConfig(target_path, drafter_path, built_in(["code"]), arms, n_tokens=12, repeats=1, cool_pause_s=0.0)
+    result = run_bench(config, None, progress=lambda _m: None)
+    auto, plain = result.records
+    assert auto.arm == "ours auto" and auto.drafted == 0 and auto.rounds == 11 and auto.depth_used == []
+    assert auto.token_ids == plain.token_ids  # the fast layout's plain text: the same engine, the same settings
+    assert len(result.notes) == 1 and result.notes[0].startswith("ours auto: Speculation cannot pay on this machine")

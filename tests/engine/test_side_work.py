@@ -1,0 +1,142 @@
+"""Probabilities left to side work (done while a GPU decodes) change nothing but when events go out.
+
+On this CPU a decode has finished when it returns, so the side work runs after it; the
+path is the one a GPU takes, and its events must equal the eager path's, field for field.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import replace
+
+import pytest
+
+from engine import GenerationConfig, RoundEvent, RunStats, TokenEvent
+from engine.runtime.side import SideWork
+
+N_TOKENS = 40
+
+
+@contextmanager
+def overlapping(engine, on: bool = True):
+    saved = engine.ctx.options
+    engine.ctx.options = replace(saved, overlap_probabilities=on)
+    try:
+        yield
+    finally:
+        engine.ctx.options = saved
+
+
+def collect(engine, prompt, overlap: bool, cancelled=lambda: False, **kw):
+    config = GenerationConfig(max_tokens=N_TOKENS, ignore_eog=True, **kw)
+    with overlapping(engine, overlap):
+        return list(engine.stream(prompt, config, cancelled))
+
+
+def same_rounds(a: RoundEvent, b: RoundEvent) -> bool:
+    fields = ("round_index", "drafted", "accepted", "draft_tokens", "depth", "from_prefill")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
+def assert_same_events(eager: list, late: list) -> None:
+    assert [type(e) for e in late] == [type(e) for e in eager]
+    for a, b in zip(eager, late):
+        if isinstance(a, TokenEvent):
+            assert b == a  # ids, text, provenance and the very same probabilities
+            assert math.isfinite(b.target_prob) and 0.0 < b.target_prob <= 1.0
+        elif isinstance(a, RoundEvent):
+            assert same_rounds(a, b)
+        elif isinstance(a, RunStats):
+            assert (b.token_ids, b.text, b.finish_reason) == (a.token_ids, a.text, a.finish_reason)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_overlapped_probabilities_equal_the_eager_ones(engine, prompts, depth):
+    eager = collect(engine, prompts["code"], False, depth=depth)
+    late = collect(engine, prompts["code"], True, depth=depth)
+    assert_same_events(eager, late)
+    assert any(e.draft_prob is not None for e in late if isinstance(e, TokenEvent)) == (depth > 0)
+
+
+def test_every_round_follows_its_own_tokens(engine, prompts):
+    events = collect(engine, prompts["prose"], True, depth=2)
+    seen: set[int] = set()
+    for e in events:
+        if isinstance(e, TokenEvent):
+            assert e.round_index not in seen  # no token after its round's summary
+        elif isinstance(e, RoundEvent):
+            seen.add(e.round_index)
+    assert isinstance(events[-1], RunStats) and len(seen) == events[-1].rounds + events[-1].from_prefill
+
+
+def test_a_stop_string_ends_the_reply_at_the_same_token(engine, prompts):
+    eager = collect(engine, prompts["code"], False, depth=2, stop=(" sort",))
+    late = collect(engine, prompts["code"], True, depth=2, stop=(" sort",))
+    assert_same_events(eager, late)
+    assert eager[-1].finish_reason.value == "stop_string" and "sort" not in eager[-1].text
+
+
+def test_a_cancelled_reply_keeps_what_it_had(engine, prompts):
+    def after(n):
+        calls = iter(range(10**6))
+        return lambda: next(calls) >= n
+
+    eager = collect(engine, prompts["code"], False, after(6), depth=2)
+    late = collect(engine, prompts["code"], True, after(6), depth=2)
+    assert_same_events(eager, late)
+    assert eager[-1].finish_reason.value == "cancelled" and eager[-1].generated_tokens > 5
+
+
+class Failing:
+    """The engine's own drafter, failing at its n-th draft: a crash mid-reply."""
+
+    def __init__(self, drafter, n: int):
+        self.inner, self.left = drafter, n
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def draft(self, *args, **kw):
+        self.left -= 1
+        if self.left < 0:
+            raise RuntimeError("the drafter broke")
+        return self.inner.draft(*args, **kw)
+
+
+def test_a_crash_mid_reply_delivers_every_token_before_it(engine, prompts):
+    def until_crash(overlap: bool) -> list:
+        saved = engine.drafter
+        engine.swap_drafter(Failing(saved, 4))
+        out = []
+        try:
+            with overlapping(engine, overlap), pytest.raises(RuntimeError, match="drafter broke"):
+                config = GenerationConfig(max_tokens=N_TOKENS, depth=2, ignore_eog=True)
+                for event in engine.stream(prompts["code"], config):
+                    out.append(event)
+        finally:
+            engine.swap_drafter(saved)
+        return out
+
+    eager, late = until_crash(False), until_crash(True)
+    assert_same_events(eager, late)
+    assert sum(isinstance(e, RoundEvent) for e in late) == 5  # the prompt's round and four drafted ones
+
+
+def test_a_context_runs_side_work_inside_its_decode(engine, prompts):
+    ctx, side = engine.ctx, SideWork()
+    engine.forget()
+    ctx.prefill(prompts["code"][:-1])
+    seen, before = [], []
+    job = side.add(lambda: seen.append(ctx.n_past) or "done")
+    side.add(lambda: before.append(ctx.n_past), reads=ctx)  # reads its logits: runs before they change
+    ctx.side = side
+    try:
+        ctx.decode(prompts["code"][-1:], all_logits=True)
+    finally:
+        ctx.side = None
+    assert before == [len(prompts["code"]) - 1]
+    assert seen == [len(prompts["code"])]  # after the launch, before the logits were read
+    assert job.result() == "done" and seen == [len(prompts["code"])]  # a job runs once
+    assert not side.run()  # nothing left
+    engine.forget()
