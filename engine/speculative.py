@@ -12,14 +12,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from engine.chat import StopMatcher, TextStream
 from engine.depth import Depth, DepthPolicy, RoundSeconds
 from engine.drafting import Draft, Drafter, VerifyBatch
-from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, TokenKind
+from engine.events import Event, FinishReason, RoundEvent, TokenKind
+from engine.reporting import Outbox, round_event, run_stats, token_event
 from engine.runtime import Context
 from engine.runtime.side import Job, SideWork
 from engine.sampling import Sampler, SamplingConfig, residual, softmax_at, top_candidates
@@ -93,15 +94,8 @@ class Round:
     rewind_s: float
     llama_s: float  # time inside llama.cpp
     # The target's probabilities of the emitted tokens, when they are left to side work (the
-    # next decode's wait on an accelerator): `settled()` fills them in.
+    # next decode's wait on an accelerator); `emitted` has NaN in their place until then.
     pending: Job | None = None
-
-    def settled(self) -> list[Emitted]:
-        """The emitted tokens with every probability in."""
-        if self.pending is None:
-            return self.emitted
-        probs = self.pending.result()
-        return [replace(e, target_prob=p) for e, p in zip(self.emitted, probs)]
 
 
 def speculative_round(
@@ -266,7 +260,7 @@ def generate(
     # On an accelerator a round's probabilities are computed while the next round's first
     # decode runs, so its events go out one round late (milliseconds); elsewhere at once.
     side = SideWork() if target.options.overlap else None
-    outbox = _Outbox()
+    outbox = Outbox()
     contexts = [c for c in (target, getattr(drafter, "ctx", None)) if isinstance(c, Context)]
     for c in contexts:
         c.side = side
@@ -293,7 +287,7 @@ def generate(
                 generated += 1
                 eog = model.is_eog(e.token)
                 piece = "" if eog else text.push(model.piece(e.token))
-                events.append(_token_event(e, piece, len(rounds), pos, model))
+                events.append(token_event(e, piece, len(rounds), pos, model))
                 if eog:
                     finish = FinishReason.EOG
                     break
@@ -308,7 +302,7 @@ def generate(
                 if stopped:
                     finish = FinishReason.STOP_STRING
                     break
-            summary = _round_event(r, len(rounds), wanted, round_s, from_prefill=first_row is not None)
+            summary = round_event(r, len(rounds), wanted, round_s, from_prefill=first_row is not None)
             outbox.wait_for(len(rounds), r)
             outbox.put([summary])
             rounds.append((summary, round_s))
@@ -324,122 +318,8 @@ def generate(
     finally:
         for c in contexts:
             c.side = None
-    yield _run_stats(
+    yield run_stats(
         rounds, finish, policy.setting, history[len(history) - generated :], "".join(pieces), prefill, target
-    )
-
-
-class _Outbox:
-    """Events waiting for their round's probabilities (side work), in order."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.round: tuple[int, Round] | None = None
-        self.late: dict[tuple[int, int], float] = {}  # (round, position): the target's probability
-
-    def put(self, events: list[Event]) -> None:
-        self.events.extend(events)
-
-    def wait_for(self, index: int, r: Round) -> None:
-        self.round = (index, r) if r.pending is not None else None
-
-    def release(self) -> list[Event]:
-        if self.round is not None:
-            index, r = self.round
-            for pos, e in enumerate(r.settled()):
-                self.late[(index, pos)] = e.target_prob
-            self.round = None
-        out, self.events = [self._filled(e) for e in self.events], []
-        return out
-
-    def _filled(self, e: Event) -> Event:
-        if isinstance(e, TokenEvent) and (e.round_index, e.position) in self.late:
-            return replace(e, target_prob=self.late.pop((e.round_index, e.position)))
-        return e
-
-
-def _token_event(e: Emitted, text: str, round_index: int, position: int, model) -> TokenEvent:
-    return TokenEvent(
-        token_id=e.token,
-        text=text,
-        kind=e.kind,
-        round_index=round_index,
-        position=position,
-        target_prob=e.target_prob,
-        draft_prob=e.draft_prob,
-        rejected_id=e.rejected,
-        rejected_text=model.piece(e.rejected).decode("utf-8", errors="replace") if e.rejected is not None else None,
-        target_top=e.target_top,
-        draft_top=e.draft_top,
-    )
-
-
-def _round_event(r: Round, index: int, depth: int, round_s: float, from_prefill: bool) -> RoundEvent:
-    if from_prefill:  # the prompt's pass did the work: the round is the engine's own overhead
-        return RoundEvent(
-            round_index=index,
-            drafted=0,
-            accepted=0,
-            overhead_ms=round_s * 1e3,
-            round_ms=round_s * 1e3,
-            from_prefill=True,
-        )
-    return RoundEvent(
-        round_index=index,
-        drafted=len(r.draft.tokens),
-        accepted=r.verdict.accepted,
-        draft_ms=r.draft_s * 1e3,
-        verify_ms=r.verify_s * 1e3,
-        commit_ms=r.commit_s * 1e3,
-        rewind_ms=r.rewind_s * 1e3,
-        overhead_ms=(round_s - r.llama_s) * 1e3,
-        round_ms=round_s * 1e3,
-        draft_tokens=tuple(r.draft.tokens),
-        depth=depth,
-    )
-
-
-def _run_stats(
-    rounds: list[tuple[RoundEvent, float]],
-    finish: FinishReason,
-    depth: Depth,
-    token_ids: list[int],
-    text: str,
-    prefill: Prefill,
-    target: Context,
-) -> RunStats:
-    """The reply's totals, from its rounds; the prefill's round counts no decode time."""
-    decode = [(r, s) for r, s in rounds if not r.from_prefill]
-    tally = PositionTally()
-    for r, _ in decode:
-        tally.add(r.drafted, r.accepted)
-    messages = {
-        FinishReason.CONTEXT_FULL: f"The reply filled the context window ({target.n_ctx:,} tokens); "
-        "start a new conversation.",
-        FinishReason.CANCELLED: "Stopped.",
-    }
-    return RunStats(
-        prompt_tokens=prefill.tokens,
-        prefill_s=prefill.seconds,
-        generated_tokens=len(token_ids),
-        decode_s=sum(s for _, s in decode),
-        rounds=len(decode),
-        depth=depth,
-        drafted=sum(tally.drafted),
-        accepted=sum(tally.accepted),
-        acceptance_per_position=tally.acceptance,
-        drafted_per_position=tuple(tally.drafted),
-        accepted_per_position=tuple(tally.accepted),
-        draft_s=sum(r.draft_ms for r, _ in decode) / 1e3,
-        verify_s=sum(r.verify_ms for r, _ in decode) / 1e3,
-        commit_s=sum(r.commit_ms for r, _ in decode) / 1e3,
-        rewind_s=sum(r.rewind_ms for r, _ in decode) / 1e3,
-        overhead_s=sum(r.overhead_ms for r, _ in decode) / 1e3,
-        finish_reason=finish,
-        message=messages.get(finish, ""),
-        text=text,
-        token_ids=tuple(token_ids),
-        from_prefill=len(rounds) - len(decode),
     )
 
 

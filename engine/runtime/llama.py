@@ -182,7 +182,10 @@ class Context:
             last_chunk = start + m == n
             self._tokens[:m] = chunk
             past = len(self.tokens)
-            self._pos[:m] = np.arange(past, past + m, dtype=np.int32)
+            if m == 1:
+                self._pos[0] = past
+            else:
+                self._pos[:m] = np.arange(past, past + m, dtype=np.int32)
             self._want[:m] = 1 if all_logits else 0
             if last_chunk:
                 self._want[m - 1] = 1

@@ -7,6 +7,7 @@ holds the other half, a context: decoding batches, logits, rewinds.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -48,8 +49,9 @@ def _init_backend() -> None:
             _backend_ready = True
 
 
+@functools.cache
 def offloads_to_gpu() -> bool:
-    """Whether this llama.cpp build runs layers on a GPU (Metal, CUDA, ...)."""
+    """Whether this llama.cpp build runs layers on a GPU (Metal, CUDA, ...): fixed for the process."""
     _init_backend()
     return bool(llama.llama_supports_gpu_offload())
 

@@ -25,6 +25,7 @@ LAYERS = (
     ("engine.runtime",),
     ("engine.models",),
     ("engine.drafting",),
+    ("engine.reporting",),
     ("engine.speculative",),
     ("engine.measure",),
     ("engine.session",),
