@@ -29,6 +29,12 @@ def make_app():
 def main(self_test: bool = False, screenshot: str | None = None) -> int:
     if self_test:
         _ensure_display()
+    from app.display import display_problem
+
+    problem = display_problem()  # else Qt aborts the process with its own message
+    if problem:
+        print(f"draftlight: {problem}", file=sys.stderr)
+        return 2
     app = make_app()
     from app.window import MainWindow
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
-from engine import RunStats, ThermalReading, measured_plain_pass_s, measured_round_cost
+from engine import RunStats, ThermalReading, gauge, measured_plain_pass_s, measured_round_cost
 
-KEYS = ("decode", "e2e", "prefill", "acceptance", "cost", "drafter", "thermal")
+KEYS = ("decode", "gauge", "e2e", "prefill", "acceptance", "cost", "drafter", "thermal")
 KIND_WORDS = {
     "model": "a draft model",
     "ngram": "n-grams",
@@ -37,13 +37,20 @@ class StatusLine:
             "speculation off, or the box profile Auto measured."
         )
 
-    def show(self, stats: RunStats | None, pass_s: float | None = None) -> None:
+    def show(self, stats: RunStats | None, pass_s: float | None = None, session: list[RunStats] | None = None) -> None:
+        """A reply's figures; with the plain speed (pass_s) the break-even gauge, for it and the session."""
         s = self.labels
         if stats is None:
             for key in KEYS[:-2]:
                 s[key].setText("")
+                s[key].setToolTip("")
             return
         s["decode"].setText(f"decode {stats.decode_tps:.1f} tok/s")
+        message, whole = gauge([stats], pass_s), gauge(session or [stats], pass_s)
+        s["gauge"].setText(f"plain {message.plain_tps:.1f} tok/s · {message.short()}" if message else "")
+        s["gauge"].setToolTip(
+            f"This reply: {message.verdict()}.\nThis conversation: {whole.verdict()}." if message and whole else ""
+        )
         s["e2e"].setText(f"end-to-end {stats.end_to_end_tps:.1f} tok/s")
         s["prefill"].setText(f"prefill {stats.prefill_s * 1e3:.0f} ms ({stats.prompt_tokens} tokens)")
         s["acceptance"].setText(f"acceptance {stats.acceptance:.0%}" if stats.drafted else "acceptance —")

@@ -367,7 +367,8 @@ class MainWindow(QMainWindow):
         self.notice.setText(text or (self.pair.notice if self.pair else ""))
 
     def _show_status(self, stats: RunStats | None) -> None:
-        self.status.show(stats, self.plain_pass_s() if stats is not None else None)
+        replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]
+        self.status.show(stats, self.plain_pass_s() if stats is not None else None, replies)
 
     def plain_pass_s(self) -> float | None:
         replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]

@@ -74,6 +74,7 @@ from engine.ruler.prompts import BenchPrompt
 from engine.ruler.prompts import load_file as load_prompts_file
 from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose
 from engine.sampling import SamplingConfig
+from engine.measure.gauge import Gauge, gauge
 from engine.session import ChatSession, Engine, PairSpec, load_drafter, plain_reason_for
 from engine.speculative import GenerationConfig, Prefill, generate, speculative_round
 from engine.stepping import RoundStep, Stepper
@@ -104,6 +105,7 @@ __all__ = [
     "Event",
     "FinishReason",
     "FixedDepth",
+    "Gauge",
     "GenerationConfig",
     "IncompatibleDrafter",
     "Message",
@@ -143,6 +145,7 @@ __all__ = [
     "event_from_json",
     "expected_tokens",
     "explain",
+    "gauge",
     "generate",
     "load_drafter",
     "load_profile",

@@ -54,6 +54,7 @@ def _depth(value: str):
 
 def cmd_chat(args: argparse.Namespace) -> int:
     from engine.measure.auto import AutoDepth
+    from engine.measure.gauge import gauge
     from engine.runtime import set_verbose
     from engine.sampling import SamplingConfig
     from engine.session import Engine
@@ -84,10 +85,15 @@ def cmd_chat(args: argparse.Namespace) -> int:
     out = sys.stdout
     color = not args.json and out.isatty() and os.environ.get("NO_COLOR") is None
     stats = None
+    plain_pass_s = engine.plain_pass_s()  # this target alone on this box, from a saved profile
     for event in session.send(args.prompt, config):
         if args.json:
             if isinstance(event, TokenEvent | RunStats) or (args.rounds and isinstance(event, RoundEvent)):
-                out.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+                line = event.to_json()
+                found = gauge([event], plain_pass_s) if isinstance(event, RunStats) else None
+                if found is not None:  # the break-even gauge
+                    line.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
         elif isinstance(event, TokenEvent):
             out.write(f"{ANSI[event.kind]}{event.text}{RESET}" if color and ANSI[event.kind] else event.text)
             out.flush()
@@ -98,6 +104,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
         if stats.message:
             print(stats.message, file=sys.stderr)
         print(summary(stats), file=sys.stderr)
+        found = gauge([stats], plain_pass_s)
+        if found is not None:
+            print(f"[{found.verdict()}]", file=sys.stderr)
     return 0
 
 

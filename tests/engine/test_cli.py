@@ -141,3 +141,28 @@ def test_a_bad_depth_is_refused_by_the_parser(tmp_path):
     assert result.returncode == 2
     assert f"depth must be 0-{MAX_DEPTH} or auto" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_break_even_gauge_is_in_the_stats_and_the_summary(tmp_path, monkeypatch, target_path, drafter_path):
+    """With a saved box profile, the stats hold this reply against the target's plain speed here."""
+    from engine import RunStats, gauge
+    from engine.measure.profile import save_profile
+    from engine.runtime import RuntimeOptions
+    from tests.engine.box_profiles import HOPELESS, profile
+
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "cache"))  # the folder chat() gives the child
+    saved = profile(target_path, drafter_path, RuntimeOptions(), *HOPELESS)
+    save_profile(saved)
+    args = ("--max-tokens", "8", "--depth", "2", "--target", str(target_path), "--drafter", str(drafter_path))
+    result = chat("--json", *args, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    line = json.loads(result.stdout.splitlines()[-1])
+    expected = gauge([RunStats.from_json(line)], saved.plain_pass_s)
+    assert line["plain_tps"] == pytest.approx(1 / saved.plain_pass_s) == pytest.approx(expected.plain_tps)
+    assert line["speedup"] == pytest.approx(expected.speedup) and line["verdict"] == expected.verdict()
+    text = chat(*args, tmp_path=tmp_path)
+    assert text.returncode == 0, text.stderr
+    last = text.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"\[speculation (saves \d+% of the time|is \d+% slower than plain decoding) here \([^)]*\)(: .*)?\]", last
+    )
