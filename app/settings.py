@@ -22,6 +22,7 @@ class Preferences:
     thinking: bool = False
     system_prompt: str = ""
     recent_files: list[str] = field(default_factory=list)
+    model_folders: list[str] = field(default_factory=list)  # searched for GGUF files besides the usual places
     geometry: QByteArray | None = None
     splitter: QByteArray | None = None
     last_conversation: int = 0
@@ -41,8 +42,8 @@ def load() -> Preferences:
     p.max_tokens = int(s.value("generation/max_tokens", p.max_tokens))
     p.thinking = str(s.value("generation/thinking", p.thinking)).lower() == "true"
     p.system_prompt = str(s.value("generation/system_prompt", p.system_prompt))
-    recent = s.value("models/recent_files", [])
-    p.recent_files = [str(x) for x in recent] if isinstance(recent, list) else ([str(recent)] if recent else [])
+    p.recent_files = _strings(s.value("models/recent_files", []))
+    p.model_folders = _strings(s.value("models/folders", []))
     p.geometry = s.value("window/geometry")
     p.splitter = s.value("window/splitter")
     p.last_conversation = int(s.value("conversations/last", 0))
@@ -69,9 +70,15 @@ def save(p: Preferences) -> None:
     s.setValue("generation/thinking", p.thinking)
     s.setValue("generation/system_prompt", p.system_prompt)
     s.setValue("models/recent_files", p.recent_files[:8])
+    s.setValue("models/folders", p.model_folders)
     if p.geometry is not None:
         s.setValue("window/geometry", p.geometry)
     if p.splitter is not None:
         s.setValue("window/splitter", p.splitter)
     s.setValue("conversations/last", p.last_conversation)
     s.sync()
+
+
+def _strings(value) -> list[str]:
+    """A list QSettings gives back as a list, a single string, or nothing."""
+    return [str(x) for x in value] if isinstance(value, list) else ([str(value)] if value else [])

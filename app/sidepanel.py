@@ -21,18 +21,21 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings
-from engine import AUTO, MAX_DEPTH, Depth, GenerationConfig, SamplingConfig, catalog
+from engine import AUTO, MAX_DEPTH, Depth, GenerationConfig, SamplingConfig, catalog, local_models
 
 CHOOSE = "__choose__"
+FOLDER = "__folder__"
 DEPTHS = [("Off", 0), *((str(k), k) for k in range(1, MAX_DEPTH + 1)), ("Auto (tuned to this machine)", AUTO)]
 
 
 class SidePanel(QWidget):
     models_requested = Signal(str, str)  # target spec, drafter spec
 
-    def __init__(self, recent_files: list[str], parent=None) -> None:
+    def __init__(self, recent_files: list[str], model_folders: list[str] | None = None, parent=None) -> None:
         super().__init__(parent)
         self.recent_files = recent_files
+        self.model_folders = model_folders if model_folders is not None else []
+        self.local = local_models(self.model_folders)  # LM Studio, Ollama, HF and llama.cpp caches, folders
         self._loaded = ("", "")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -106,8 +109,13 @@ class SidePanel(QWidget):
             name = Path(path).name
             self.target.addItem(name, path)
             self.drafter.addItem(name, path)
-        self.target.addItem("Choose a GGUF file…", CHOOSE)
-        self.drafter.addItem("Choose a GGUF file…", CHOOSE)
+        for model in self.local:  # used where they are, never copied
+            if str(model.path) not in self.recent_files:
+                self.target.addItem(model.label(), str(model.path))
+                self.drafter.addItem(model.label(), str(model.path))
+        for combo in (self.target, self.drafter):
+            combo.addItem("Add a folder of models…", FOLDER)
+            combo.addItem("Choose a GGUF file…", CHOOSE)
         self.target.blockSignals(False)
         self.drafter.blockSignals(False)
 
@@ -120,12 +128,31 @@ class SidePanel(QWidget):
         self._fill_models()
         self.show_loaded(*loaded)
 
+    def add_folder(self, folder: str) -> None:
+        """Search a folder for models from now on (remembered with the preferences)."""
+        if folder and folder not in self.model_folders:
+            self.model_folders.append(folder)
+        self.local = local_models(self.model_folders)
+        loaded = self._loaded
+        self._fill_models()
+        self.show_loaded(*loaded)
+
+    def _choose_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "A folder of GGUF models", str(Path.home()))
+        if folder:
+            self.add_folder(folder)
+        else:
+            self.show_loaded(*self._loaded)
+
     def _choose_file(self, title: str) -> str | None:
         path, _ = QFileDialog.getOpenFileName(self, title, str(Path.home()), "GGUF models (*.gguf);;All files (*)")
         return path or None
 
     def _target_chosen(self, index: int) -> None:
         spec = self.target.itemData(index)
+        if spec == FOLDER:
+            self._choose_folder()
+            return
         if spec == CHOOSE:
             spec = self._choose_file("Choose a target model")
             if spec is None:
@@ -136,6 +163,9 @@ class SidePanel(QWidget):
 
     def _drafter_chosen(self, index: int) -> None:
         spec = self.drafter.itemData(index)
+        if spec == FOLDER:
+            self._choose_folder()
+            return
         if spec == CHOOSE:
             spec = self._choose_file("Choose a drafter model")
             if spec is None:
@@ -151,7 +181,7 @@ class SidePanel(QWidget):
         for combo, spec in ((self.target, target), (self.drafter, drafter)):
             i = combo.findData(spec)
             if i < 0 and spec:
-                combo.insertItem(combo.count() - 1, Path(spec).name, spec)
+                combo.insertItem(combo.count() - 2, Path(spec).name, spec)  # before the two "choose" entries
                 i = combo.findData(spec)
             combo.setCurrentIndex(max(i, 0))
 
@@ -199,6 +229,7 @@ class SidePanel(QWidget):
         prefs.thinking = self.thinking.isChecked()
         prefs.system_prompt = self.system_prompt.toPlainText()
         prefs.recent_files = self.recent_files
+        prefs.model_folders = self.model_folders
 
     def show_auto(self, status, measured_tps: float | None) -> None:
         """What Auto is doing (an AutoStatus), and the speedup measured so far where there is one."""

@@ -96,7 +96,7 @@ class MainWindow(QMainWindow):
         center.speculate_anyway.clicked.connect(self.speculate_anyway)
         self.speculate_button = center.speculate_anyway
 
-        self.side = SidePanel(self.prefs.recent_files)
+        self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.side)

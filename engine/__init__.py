@@ -75,6 +75,7 @@ from engine.ruler.prompts import load_file as load_prompts_file
 from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose
 from engine.sampling import SamplingConfig
 from engine.measure.gauge import Gauge, gauge
+from engine.models.local import LocalModel, local_models
 from engine.session import ChatSession, Engine, PairSpec, load_drafter, plain_reason_for
 from engine.speculative import GenerationConfig, Prefill, generate, speculative_round
 from engine.stepping import RoundStep, Stepper
@@ -108,6 +109,7 @@ __all__ = [
     "Gauge",
     "GenerationConfig",
     "IncompatibleDrafter",
+    "LocalModel",
     "Message",
     "Model",
     "ModelDrafter",
@@ -151,6 +153,7 @@ __all__ = [
     "load_profile",
     "load_prompts_file",
     "load_replay",
+    "local_models",
     "measured_acceptance",
     "measured_plain_pass_s",
     "measured_round_cost",

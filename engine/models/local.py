@@ -1,0 +1,143 @@
+"""The models already on this machine: LM Studio's, Ollama's, the Hugging Face cache's, llama.cpp's own
+cache, and folders the user named. Used where they are, never copied.
+
+Ollama keeps a model as a blob named by its digest; the manifest of each name:tag says which
+blob is the model (media type application/vnd.ollama.image.model), and that blob is a GGUF
+file. Every file found is checked for GGUF's magic and its header read for the quantization;
+one that is not a readable GGUF is left out, never a reason to fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import DraftlightError
+from engine.runtime.gguf import read_gguf
+
+OLLAMA_MODEL = "application/vnd.ollama.image.model"
+SPLIT_PART = re.compile(r"-(\d{5})-of-\d{5}\.gguf$", re.IGNORECASE)  # a model in several files: its first names it
+MAX_DEPTH = 6  # folders below a root that are searched
+
+# llama.cpp's LLAMA_FTYPE_* (general.file_type): the weights' quantization
+FILE_TYPES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
+    19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
+    26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0",
+    37: "TQ2_0", 38: "MXFP4",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    path: Path
+    name: str  # as its source names it: "qwen2.5-coder:1.5b" for Ollama, "org/repo/file.gguf" for the HF cache
+    source: str  # "LM Studio", "Ollama", "Hugging Face cache", "llama.cpp cache" or the folder
+    size: int
+    quantization: str  # "Q4_K_M", ...; "" where the header does not say
+    architecture: str
+
+    def label(self) -> str:
+        quant = f" {self.quantization}" if self.quantization else ""
+        return f"{self.name}{quant}, {self.size / 1e9:.2f} GB ({self.source})"
+
+
+def local_models(
+    folders: Iterable[str | Path] = (), home: Path | None = None, env: Mapping[str, str] | None = None
+) -> list[LocalModel]:
+    """Every GGUF model in the usual places and in `folders`, each file once, sorted by name."""
+    home = Path.home() if home is None else home
+    env = os.environ if env is None else env
+    found: dict[Path, LocalModel] = {}
+    candidates: list[tuple[Path, str, str]] = []
+    for root in (home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"):
+        candidates += [(p, str(p.relative_to(root)), "LM Studio") for p in _ggufs(root)]
+    candidates += list(_ollama(Path(env.get("OLLAMA_MODELS") or home / ".ollama" / "models")))
+    hub = Path(env.get("HF_HUB_CACHE") or Path(env.get("HF_HOME") or home / ".cache" / "huggingface") / "hub")
+    candidates += [(p, _hf_name(p, hub), "Hugging Face cache") for p in _ggufs(hub)]
+    cache = "Library/Caches/llama.cpp" if sys.platform == "darwin" else ".cache/llama.cpp"
+    llama_cache = Path(env.get("LLAMA_CACHE") or home / cache)
+    candidates += [(p, p.name, "llama.cpp cache") for p in _ggufs(llama_cache)]
+    for folder in folders:
+        root = Path(folder).expanduser()
+        candidates += [(p, str(p.relative_to(root)), str(root)) for p in _ggufs(root)]
+    for path, name, source in candidates:
+        try:
+            real = path.resolve()
+        except OSError:
+            continue
+        if real in found:
+            continue
+        model = _describe(real, name, source)
+        if model is not None:
+            found[real] = model
+    return sorted(found.values(), key=lambda m: (m.name.lower(), m.source))
+
+
+def _ggufs(root: Path) -> Iterator[Path]:
+    """The .gguf files under root (not vision projectors), a few folders deep; nothing if root is absent."""
+    if not root.is_dir():
+        return
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir() and depth < MAX_DEPTH:
+                stack.append((entry, depth + 1))
+            elif entry.suffix.lower() == ".gguf" and entry.is_file():
+                part = SPLIT_PART.search(entry.name)
+                if not entry.name.lower().startswith("mmproj") and (part is None or part[1] == "00001"):
+                    yield entry
+
+
+def _ollama(models: Path) -> Iterator[tuple[Path, str, str]]:
+    """(blob, name:tag, "Ollama") for every manifest that names a model blob."""
+    manifests = models / "manifests"
+    if not manifests.is_dir():
+        return
+    for manifest in sorted(p for p in manifests.rglob("*") if p.is_file()):
+        try:
+            layers = json.loads(manifest.read_text(encoding="utf-8")).get("layers", [])
+            digest = next(layer["digest"] for layer in layers if layer.get("mediaType") == OLLAMA_MODEL)
+        except (OSError, ValueError, AttributeError, TypeError, KeyError, StopIteration):
+            continue
+        blob = models / "blobs" / str(digest).replace(":", "-")
+        parts = manifest.relative_to(manifests).parts  # host / namespace / model / tag
+        if len(parts) < 3 or not blob.is_file():
+            continue
+        namespace, model, tag = parts[-3], parts[-2], parts[-1]
+        name = f"{model}:{tag}" if namespace == "library" else f"{namespace}/{model}:{tag}"
+        yield blob, name, "Ollama"
+
+
+def _hf_name(path: Path, hub: Path) -> str:
+    """models--org--repo/snapshots/REV/file.gguf -> org/repo/file.gguf"""
+    parts = path.relative_to(hub).parts
+    if len(parts) >= 4 and parts[0].startswith("models--") and parts[1] == "snapshots":
+        return "/".join([parts[0][len("models--") :].replace("--", "/"), *parts[3:]])
+    return path.name
+
+
+def _describe(path: Path, name: str, source: str) -> LocalModel | None:
+    try:
+        with path.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                return None
+        info = read_gguf(path)
+    except (OSError, DraftlightError):
+        return None  # not a model llama.cpp could load: not worth offering
+    except Exception:  # a hostile header must not cost the listing
+        return None
+    file_type = info.metadata.get("general.file_type")
+    quant = FILE_TYPES.get(file_type, "") if isinstance(file_type, int) else ""
+    return LocalModel(path, name, source, path.stat().st_size, quant, info.architecture)
