@@ -178,6 +178,10 @@ class ChartsPanel(QWidget):
         plot.setMenuEnabled(False)
         for side in ("left", "bottom"):  # a unit prefix would re-lay the label out on every range change
             plot.getAxis(side).enableAutoSIPrefix(False)
+        # The last tick's label (60 of 60 rounds) sits on the plot's right edge: let it draw past
+        # the axis into a margin kept for it, rather than be dropped.
+        plot.getAxis("bottom").setStyle(hideOverlappingLabels=False)
+        plot.getPlotItem().setContentsMargins(2, 2, 12, 2)
         return plot
 
     def refresh(self) -> None:

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QPlainTextEdit,
     QProgressBar,
@@ -121,6 +122,9 @@ class LabTableModel(QAbstractTableModel):
         super().__init__(parent)
         self.results = LabResults()
         self._columns = self.results.columns()
+
+    def column_index(self, header: str) -> int:
+        return [c.header for c in self._columns].index(header)
 
     def begin(self, request: LabRequest) -> None:
         self.beginResetModel()
@@ -226,6 +230,9 @@ class PromptLab(QWidget):
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)  # run order: the sort is stable
         self.table.verticalHeader().hide()
+        header = self.table.horizontalHeader()  # every column as wide as its title or its figures
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(self.model.column_index("Prompt"), QHeaderView.ResizeMode.Stretch)
         self.csv_button = QPushButton("Export CSV…")
         self.markdown_button = QPushButton("Export markdown…")
 

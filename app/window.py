@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QStandardPaths, Qt, QThread, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter
+from PySide6.QtWidgets import QApplication, QFileDialog, QMainWindow, QMessageBox, QSplitter
 
 from app import settings
 from app.calculator import SpeedupCalculator
@@ -27,6 +27,15 @@ from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, Therma
 def default_store_path() -> Path:
     base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
     return Path(base or Path.home() / ".draftlight") / "conversations.sqlite3"
+
+
+DEFAULT_SIZE = (1400, 860)
+
+
+def default_size(free_width: int, free_height: int) -> tuple[int, int]:
+    """The window's first size on a screen with this much free room, less the title bar's: all of it
+    shows on a 1440x900 laptop screen (a Mac's menu bar and title bar take about 55 px of the 900)."""
+    return min(DEFAULT_SIZE[0], free_width), min(DEFAULT_SIZE[1], free_height - 40)
 
 
 class MainWindow(QMainWindow):
@@ -140,7 +149,17 @@ class MainWindow(QMainWindow):
         self.input.submitted.connect(self.send)
         self.stop_button.clicked.connect(self.stop)
         self.side.models_requested.connect(self._models_requested)
-        self.resize(1400, 900)
+        self._fit_to_screen()
+
+    def _fit_to_screen(self) -> None:
+        """The default size, within the screen's free area (not the offscreen platform's 800x600,
+        which nobody looks at: the tests keep the full default there)."""
+        screen = self.screen() or QApplication.primaryScreen()
+        if screen is None or QApplication.platformName() == "offscreen":
+            self.resize(*DEFAULT_SIZE)
+        else:
+            free = screen.availableGeometry()
+            self.resize(*default_size(free.width(), free.height()))
 
     def _start_worker(self) -> None:
         self.thread = QThread(self)
