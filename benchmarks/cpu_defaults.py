@@ -101,13 +101,15 @@ def main() -> int:
                   f"{r['tokens']} tokens", file=sys.stderr)  # fmt: skip
     reference = statistics.median(r["tps"] for r in runs[names[1]])
     print(f"{args.prompt} prompt, {args.tokens} tokens, {threads} threads, median of {args.repeats}, interleaved")
-    print("| arm | prompt tokens | decode tok/s (median) | runs | / llama-completion |")
-    print("|---|---:|---:|---|---:|")
+    print("| arm | prompt tokens | decode tok/s (median) | runs | / llama-completion | per repeat: median, range |")
+    print("|---|---:|---:|---|---:|---|")
     for name in names:
         tps = [r["tps"] for r in runs[name]]
         med = statistics.median(tps)
-        print(f"| {name} | {runs[name][0]['prompt_tokens']} | {med:.1f} | "
-              f"{' '.join(f'{t:.1f}' for t in tps)} | {med / reference:.2f} |")  # fmt: skip
+        # each repeat's arms ran minutes apart at most: their ratio drifts less than the speeds do
+        ratios = [a["tps"] / b["tps"] for a, b in zip(runs[name], runs[names[1]])]
+        print(f"| {name} | {runs[name][0]['prompt_tokens']} | {med:.1f} | {' '.join(f'{t:.1f}' for t in tps)} | "
+              f"{med / reference:.2f} | {statistics.median(ratios):.2f}, {min(ratios):.2f}-{max(ratios):.2f} |")  # fmt: skip
     return 0
 
 
