@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -172,9 +172,7 @@ class EngineWorker(QObject):
 
     def _load_plain(self, request: LoadRequest, path, reason: str) -> None:
         """The target alone on the fastest plain settings: the pair's profile says drafts cannot pay here."""
-        fast = replace(request.options, exact=False)
-        engine = Engine(Model(path, fast), None, fast)
-        engine.go_plain, engine.plain_reason = True, reason
+        engine = Engine.plain(path, request.options, reason)
         old, self.engine = self.engine, engine
         self.target_spec, self.drafter_spec = request.target, request.drafter  # the picker keeps the choice
         if old is not None:

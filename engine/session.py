@@ -70,10 +70,7 @@ class Engine:
         target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, progress)
         reason = plain_reason_for(target_path, drafter, options) if go_plain else ""
         if reason:
-            fast = replace(options, exact=False)
-            engine = cls(Model(target_path, fast), None, fast)
-            engine.go_plain, engine.plain_reason = True, reason
-            return engine
+            return cls.plain(target_path, options, reason)
         engine = cls(Model(target_path, options), None, options)
         engine.go_plain = go_plain
         try:
@@ -81,6 +78,14 @@ class Engine:
         except BaseException:
             engine.close()
             raise
+        return engine
+
+    @classmethod
+    def plain(cls, target_path: Path, options: RuntimeOptions, reason: str) -> Engine:
+        """The target alone on llama.cpp's fastest plain settings, where `reason` says drafts cannot pay."""
+        fast = replace(options, exact=False)
+        engine = cls(Model(target_path, fast), None, fast)
+        engine.go_plain, engine.plain_reason = True, reason
         return engine
 
     def set_drafter(self, drafter: Drafter | None, verdict: Verdict | None = None) -> None:
