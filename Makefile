@@ -16,7 +16,7 @@ else
 APP_EXE := dist/Draftlight/Draftlight
 endif
 
-.PHONY: run test test-fast setup models test-models lint bench oracle package package-test dmg clean
+.PHONY: run test test-fast fuzz setup models test-models lint bench oracle package package-test dmg clean
 
 run: models
 	$(PY) -m app
@@ -31,6 +31,11 @@ test-fast: $(INSTALLED)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not slow"
+
+# Every fuzz case (hostile model files, templates, replays, arguments); `make test` runs a
+# seeded subset of the same cases.
+fuzz: models test-models
+	DRAFTLIGHT_FUZZ=full QT_QPA_PLATFORM=offscreen $(PY) -m pytest tests/fuzz -q
 
 setup: $(INSTALLED)
 
