@@ -13,10 +13,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from app import palette
-from engine import PositionTally, RoundEvent, RunStats, ThermalReading, ThermalState, TokenEvent, TokenKind
+from engine import (
+    RANK_BUCKETS,
+    PositionTally,
+    RejectionAnatomy,
+    RoundEvent,
+    RunStats,
+    ThermalReading,
+    ThermalState,
+    TokenEvent,
+    TokenKind,
+    rank_bucket,
+    rejection_anatomy,
+)
 
 REFRESH_MS = 200
 STATE_LEVELS = (ThermalState.NOMINAL, ThermalState.FAIR, ThermalState.SERIOUS, ThermalState.CRITICAL)
@@ -41,6 +53,13 @@ class ChartModel:
     kinds: dict[TokenKind, int] = field(default_factory=lambda: dict.fromkeys(TokenKind, 0))
     thermal: list[ThermalReading] = field(default_factory=list)
     last_stats: RunStats | None = None
+    # Rejection anatomy: where the target's token stood among the drafter's choices, per rank
+    # bucket (this message, the session), and this message's events for the p_min what-if.
+    message_ranks: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RANK_BUCKETS, 0))
+    session_ranks: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RANK_BUCKETS, 0))
+    message_replaced: list[TokenEvent] = field(default_factory=list)
+    message_rounds: list[RoundEvent] = field(default_factory=list)
+    plain_pass_s: float | None = None  # this target alone on this box, for the what-if's prices
     _message_tokens: int = 0
     _message_time: float = 0.0
     _message_rounds: int = 0
@@ -50,6 +69,8 @@ class ChartModel:
 
     def begin_message(self) -> None:
         self.message_positions = PositionTally()
+        self.message_ranks = dict.fromkeys(RANK_BUCKETS, 0)
+        self.message_replaced, self.message_rounds = [], []
         self._message_tokens = self._message_rounds = self._pending_tokens = 0
         self._message_time = 0.0
         self.rounds_version += 1
@@ -59,6 +80,11 @@ class ChartModel:
             if isinstance(event, TokenEvent):
                 self._pending_tokens += 1
                 self.kinds[event.kind] += 1
+                if event.draft_rank is not None:
+                    bucket = rank_bucket(event.draft_rank)
+                    self.message_ranks[bucket] += 1
+                    self.session_ranks[bucket] += 1
+                    self.message_replaced.append(event)
             elif isinstance(event, RoundEvent):
                 self._add_round(event)
             elif isinstance(event, RunStats):
@@ -66,6 +92,7 @@ class ChartModel:
 
     def _add_round(self, r: RoundEvent) -> None:
         self.rounds_version += 1
+        self.message_rounds.append(r)
         if r.from_prefill:  # the prompt's pass wrote this token: no decode round, no decode time
             self._pending_tokens = 0
             return
@@ -87,6 +114,20 @@ class ChartModel:
         self.thermal.append(reading)
         del self.thermal[:-600]
         self.thermal_version += 1
+
+    def anatomy(self) -> RejectionAnatomy:
+        """This message's rejections and its p_min what-ifs."""
+        return rejection_anatomy(self.message_replaced, self.message_rounds, self.plain_pass_s)
+
+    def best_what_if(self) -> str:
+        """The cutoff that would have helped this message most, in a sentence (or why none would)."""
+        a = self.anatomy()
+        measured = self.tps[-1][1] if self.tps else None
+        useful = [w for w in a.what_ifs if w.skipped and w.tps is not None]
+        if not useful:
+            return "" if not a.rejections else "No confidence cutoff would have skipped a draft in this message."
+        best = max(useful, key=lambda w: w.tps)
+        return best.sentence(measured).capitalize() + "."
 
     def message_acceptance(self) -> list[float]:
         return list(self.message_positions.acceptance)
@@ -156,11 +197,32 @@ class ChartsPanel(QWidget):
         self.thermal_plot.setMaximumHeight(170)
         self.thermal_state = self.thermal_plot.plot(pen=pg.mkPen("#ff7f0e", width=2))
 
+        # Rejection anatomy: a miss whose token was the drafter's 2nd or 3rd choice is one a
+        # draft tree of that width would have caught.
+        self.ranks_plot = self._plot(
+            f"Rejections: drafter's rank of the target's token <span style='color:{message_color}'>■msg</span> "
+            f"<span style='color:{session_color}'>■session</span>",
+            "the target's token was the drafter's",
+            "share",
+        )
+        self.ranks_plot.setMaximumHeight(170)
+        self.ranks_plot.getAxis("bottom").setTicks([[(i, b) for i, b in enumerate(RANK_BUCKETS)]])
+        self._fit(self.ranks_plot, (-0.6, len(RANK_BUCKETS) - 0.4), (0.0, 1.05))
+        self.ranks_message = pg.BarGraphItem(x=[], height=[], width=0.38, brush=message_color)
+        self.ranks_session = pg.BarGraphItem(x=[], height=[], width=0.38, brush=session_color)
+        self.ranks_plot.addItem(self.ranks_message)
+        self.ranks_plot.addItem(self.ranks_session)
+        self.what_if = QLabel()  # the p_min what-if for this message, in a sentence
+        self.what_if.setWordWrap(True)
+        self.what_if.setObjectName("what_if")
+
         layout.addWidget(self.tps_plot, 0, 0)
         layout.addWidget(self.accept_plot, 0, 1)
         layout.addWidget(self.length_plot, 1, 0)
         layout.addWidget(self.split_plot, 1, 1)
-        layout.addWidget(self.thermal_plot, 2, 0, 1, 2)
+        layout.addWidget(self.thermal_plot, 2, 0)
+        layout.addWidget(self.ranks_plot, 2, 1)
+        layout.addWidget(self.what_if, 3, 0, 1, 2)
 
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
@@ -224,6 +286,26 @@ class ChartsPanel(QWidget):
             bars.setOpts(x=x, height=rounds[:, i], y0=base.copy())
             base += rounds[:, i]
         self._fit(self.split_plot, (-1.0, float(RECENT_ROUNDS)), (0.0, nice_ceiling(max(base, default=1.0) * 1.05)))
+        self._draw_ranks(m)
+
+    def _draw_ranks(self, m: ChartModel) -> None:
+        x = np.arange(len(RANK_BUCKETS), dtype=float)
+        for bars, counts, shift in (
+            (self.ranks_message, m.message_ranks, -0.2),
+            (self.ranks_session, m.session_ranks, 0.2),
+        ):
+            total = sum(counts.values())
+            bars.setOpts(x=x + shift, height=[counts[b] / total if total else 0.0 for b in RANK_BUCKETS])
+        a = m.anatomy()
+        self.ranks_plot.setToolTip(
+            a.summary()
+            + "\n"
+            + ", ".join(f"{b}: {m.message_ranks[b]} (session {m.session_ranks[b]})" for b in RANK_BUCKETS)
+        )
+        text = m.best_what_if()
+        if text != self.what_if.text():
+            self.what_if.setText(text)
+            self.what_if.setToolTip("\n".join(w.sentence() for w in a.what_ifs))
 
     def _draw_thermal(self, m: ChartModel) -> None:
         if m.thermal:

@@ -161,6 +161,7 @@ class LabResults:
             *accept,
             Column("Mean accepted length", lambda r: r.stats.mean_accepted_length, _fixed(2)),
             Column("Decode tok/s", lambda r: r.stats.decode_tps, _fixed(1)),
+            Column("By content", lambda r: r.stats.content_summary() or None, text=True),
             Column("Speedup vs depth 0", self.speedup, lambda v: f"{v:.2f}×"),
             Column("Best depth", lambda r: self.best(r.prompt_index)[0]),
             Column("Best from", lambda r: self.best(r.prompt_index)[1], text=True),

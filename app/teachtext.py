@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine import RoundStep, TokenKind
+from engine import RoundStep, TokenEvent, TokenKind, ordinal
 
 
 @dataclass
@@ -25,6 +25,16 @@ class Totals:
         self.accepted += step.round.accepted
         self.emitted += len(step.tokens)
         self.round_ms += step.round.total_ms
+
+
+def rank_sentence(token: TokenEvent) -> str:
+    """Why a replaced token was missed, in the drafter's terms."""
+    rank = token.draft_rank or 0
+    sure = (
+        f", and the drafter was {token.rejected_prob:.0%} sure of its draft" if token.rejected_prob is not None else ""
+    )
+    tree = f": a draft tree of width {rank} would have caught it" if 1 < rank <= 3 else ""
+    return f"the target's token was the drafter's {ordinal(rank)} choice{sure}{tree}"
 
 
 def explain_round(step: RoundStep, totals: Totals, plain_pass_ms: float | None, piece) -> str:
@@ -57,6 +67,8 @@ def explain_round(step: RoundStep, totals: Totals, plain_pass_ms: float | None, 
                 f"{r.drafted - r.accepted - 1} later draft{'s' if r.drafted - r.accepted - 1 != 1 else ''} "
                 "went unused."
             )
+            if last.draft_rank is not None:
+                lines.append(rank_sentence(last).capitalize() + ".")
     cost = f"draft {r.draft_ms:.1f} ms, verify {r.verify_ms:.1f} ms, commit {r.commit_ms:.2f} ms"
     if plain_pass_ms:
         lines.append(f"Cost: {cost} = {r.total_ms / plain_pass_ms:.2f} plain passes ({plain_pass_ms:.1f} ms each).")

@@ -9,6 +9,7 @@ from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextFram
 from PySide6.QtWidgets import QTextEdit, QToolTip
 
 from app import palette
+from app.teachtext import rank_sentence
 from engine import AUTO, FinishReason, RunStats, TokenEvent, TokenKind
 
 TOKEN_PROPERTY = QTextCharFormat.Property.UserProperty + 1  # index into TranscriptView.tokens
@@ -32,6 +33,8 @@ def tooltip(token: TokenEvent) -> str:
     lines.append(f"round {token.round_index + 1}, position {token.position + 1}")
     if token.kind is TokenKind.REPLACED and token.rejected_id is not None:
         lines.append(f"rejected draft: {token.rejected_text!r} (token {token.rejected_id:,})")
+        if token.draft_rank is not None:
+            lines.append(rank_sentence(token))
     lines.append(f"target p = {token.target_prob:.3f}")
     if token.draft_prob is not None:
         lines.append(f"drafter p = {token.draft_prob:.3f}")
@@ -149,6 +152,10 @@ class TranscriptView(QTextEdit):
         if note:
             text = f"{text} · {note}" if text else note
         cursor.insertText(text, fmt)
+        content = stats.content_summary() if stats else ""
+        if content:  # acceptance is a property of the text: how each kind of text fared
+            cursor.insertBlock()
+            cursor.insertText(f"by content: {content}", fmt)
         self._reply_cursor = None
         self._scroll_to_end()
 

@@ -254,6 +254,7 @@ class MainWindow(QMainWindow):
         config = self.side.config()
         self.reply_tokens = []
         self.chart_model.begin_message()
+        self.chart_model.plain_pass_s = self.plain_pass_s()  # prices the p_min what-if
         self.transcript.begin_reply()
         self.streaming = True
         self._update_buttons()

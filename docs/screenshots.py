@@ -1,4 +1,5 @@
-"""Screenshots for the README: the chat mid-reply and at the end, and the teaching view.
+"""Screenshots for the README: the chat mid-reply and at the end, the teaching view, and why
+drafts were rejected (the ranks chart, the p_min what-if, acceptance by content, the hover).
 
 Run under a real display or Xvfb:  xvfb-run -s "-screen 0 1600x1000x24" python docs/screenshots.py
 """
@@ -34,6 +35,10 @@ def main() -> int:
     window.resize(1500, 920)
     window.show()
     wait(lambda: window.pair is not None and not window.busy)
+    if "rejections" in sys.argv[1:]:  # only this one: `python docs/screenshots.py rejections`
+        rejections(app, window)
+        window.close()
+        return 0
     window.input.setPlainText(PROMPT)
     window.send()
     wait(lambda: len(window.reply_tokens) >= 90)
@@ -57,8 +62,37 @@ def main() -> int:
     app.processEvents()
     teach.grab().save(str(OUT / "teaching.png"))
     teach.close()
+    rejections(app, window)
     window.close()
     return 0
+
+
+def rejections(app, window) -> None:
+    """A reply with JSON and prose at depth 3, hovering a replaced token: the whole screen, tooltip included."""
+    from PySide6.QtGui import QGuiApplication, QTextCursor
+    from PySide6.QtWidgets import QToolTip
+
+    from app.transcript import tooltip
+    from engine import TokenKind
+
+    window.new_conversation()
+    window.side.set_depth(3)
+    window.input.setPlainText("Return a JSON object for a cat named Tom, then describe him in two sentences.")
+    window.send()
+    wait(lambda: not window.streaming)
+    window.charts.refresh()
+    view = window.transcript
+    spans = [s for s in view.spans() if view.tokens[s.token_index].kind is TokenKind.REPLACED]
+    if spans:
+        span = spans[len(spans) // 2]
+        cursor = QTextCursor(view.document())
+        cursor.setPosition(span.start)
+        point = view.viewport().mapToGlobal(view.cursorRect(cursor).bottomRight())
+        QToolTip.showText(point, tooltip(view.tokens[span.token_index]), view)
+    for _ in range(20):
+        app.processEvents()
+        time.sleep(0.02)
+    QGuiApplication.primaryScreen().grabWindow(0).save(str(OUT / "rejections.png"))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from engine.errors import (
     RuntimeFailure,
 )
 from engine.events import (
+    ContentStats,
     Event,
     FinishReason,
     PositionTally,
@@ -74,6 +75,7 @@ from engine.ruler.prompts import BenchPrompt
 from engine.ruler.prompts import load_file as load_prompts_file
 from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose
 from engine.sampling import SamplingConfig
+from engine.measure.anatomy import RANK_BUCKETS, RejectionAnatomy, WhatIf, ordinal, rank_bucket, rejection_anatomy
 from engine.measure.gauge import Gauge, gauge
 from engine.models.local import LocalModel, local_models
 from engine.session import ChatSession, Engine, PairSpec, load_drafter, plain_reason_for
@@ -84,6 +86,7 @@ __all__ = [
     "AUTO",
     "MAX_DEPTH",
     "PRESET_COSTS",
+    "RANK_BUCKETS",
     "TYPICAL_ACCEPTANCE",
     "TYPICAL_COSTS",
     "AutoDepth",
@@ -93,6 +96,7 @@ __all__ = [
     "ChatSession",
     "ChatTemplate",
     "ChatTemplateError",
+    "ContentStats",
     "Context",
     "ContextFullError",
     "Costs",
@@ -122,6 +126,7 @@ __all__ = [
     "Prefill",
     "ProbeResult",
     "Progress",
+    "RejectionAnatomy",
     "Replay",
     "RoundEvent",
     "RoundStep",
@@ -137,6 +142,7 @@ __all__ = [
     "TokenKind",
     "Verdict",
     "VerifyBatch",
+    "WhatIf",
     "batch_invariance",
     "best_depth",
     "catalog",
@@ -158,12 +164,15 @@ __all__ = [
     "measured_plain_pass_s",
     "measured_round_cost",
     "mentioned_tokens",
+    "ordinal",
     "parse_depth",
     "plain_reason_for",
     "predict",
     "profile_for_target_only",
+    "rank_bucket",
     "read_thermal",
     "record_replay",
+    "rejection_anatomy",
     "run_command",
     "runtime_version",
     "saved_pair_profile",

@@ -53,6 +53,7 @@ def _depth(value: str):
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    from engine.measure.anatomy import rejection_anatomy
     from engine.measure.auto import AutoDepth
     from engine.measure.gauge import gauge
     from engine.runtime import set_verbose
@@ -86,13 +87,21 @@ def cmd_chat(args: argparse.Namespace) -> int:
     color = not args.json and out.isatty() and os.environ.get("NO_COLOR") is None
     stats = None
     plain_pass_s = engine.plain_pass_s()  # this target alone on this box, from a saved profile
+    tokens: list[TokenEvent] = []
+    rounds: list[RoundEvent] = []
     for event in session.send(args.prompt, config):
+        if isinstance(event, TokenEvent):
+            tokens.append(event)
+        elif isinstance(event, RoundEvent):
+            rounds.append(event)
         if args.json:
             if isinstance(event, TokenEvent | RunStats) or (args.rounds and isinstance(event, RoundEvent)):
                 line = event.to_json()
-                found = gauge([event], plain_pass_s) if isinstance(event, RunStats) else None
-                if found is not None:  # the break-even gauge
-                    line.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
+                if isinstance(event, RunStats):
+                    found = gauge([event], plain_pass_s)
+                    if found is not None:  # the break-even gauge
+                        line.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
+                    line["rejections"] = rejection_anatomy(tokens, rounds, plain_pass_s).to_json()
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
         elif isinstance(event, TokenEvent):
             out.write(f"{ANSI[event.kind]}{event.text}{RESET}" if color and ANSI[event.kind] else event.text)
@@ -104,6 +113,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
         if stats.message:
             print(stats.message, file=sys.stderr)
         print(summary(stats), file=sys.stderr)
+        content = stats.content_summary()
+        if content:
+            print(f"[by content: {content}]", file=sys.stderr)
         found = gauge([stats], plain_pass_s)
         if found is not None:
             print(f"[{found.verdict()}]", file=sys.stderr)

@@ -30,6 +30,11 @@ class TokenEvent:
     draft_prob: float | None = None  # the drafter's, where it has a distribution
     rejected_id: int | None = None  # for REPLACED: the draft the target refused
     rejected_text: str | None = None
+    # For REPLACED, where the drafter had a distribution: where the target's token stood among
+    # the drafter's candidates (1: its first choice; 2 or 3: a draft tree of that width had it),
+    # and how sure the drafter was of the draft the target refused.
+    draft_rank: int | None = None
+    rejected_prob: float | None = None
     # (token id, probability) of the most likely tokens, when asked for (teaching, replays)
     target_top: tuple[tuple[int, float], ...] = ()
     draft_top: tuple[tuple[int, float], ...] = ()
@@ -46,6 +51,8 @@ class TokenEvent:
             "draft_prob": self.draft_prob,
             "rejected_id": self.rejected_id,
             "rejected_text": self.rejected_text,
+            "draft_rank": self.draft_rank,
+            "rejected_prob": self.rejected_prob,
             "target_top": [list(t) for t in self.target_top],
             "draft_top": [list(t) for t in self.draft_top],
         }
@@ -62,6 +69,8 @@ class TokenEvent:
             draft_prob=d.get("draft_prob"),
             rejected_id=d.get("rejected_id"),
             rejected_text=d.get("rejected_text"),
+            draft_rank=d.get("draft_rank"),
+            rejected_prob=d.get("rejected_prob"),
             target_top=tuple((int(t), float(p)) for t, p in d.get("target_top", ())),
             draft_top=tuple((int(t), float(p)) for t, p in d.get("draft_top", ())),
         )
@@ -81,6 +90,9 @@ class RoundEvent:
     overhead_ms: float = 0.0  # time outside llama.cpp calls: Python's share of the round
     round_ms: float = 0.0  # the whole round: what a reply's decode time adds up
     draft_tokens: tuple[int, ...] = ()
+    # The drafter's top probability at each drafted position (what p_min tests), where the
+    # drafter has a distribution and probabilities were asked for.
+    draft_confidence: tuple[float, ...] = ()
     depth: int = 0  # the depth asked for (the tuner's choice under Auto); drafted may be fewer
     # Round 0 of a reply: its one token came from the prompt's own pass (the prefill), as in
     # llama.cpp; it took no decode time and drafted nothing.
@@ -103,6 +115,7 @@ class RoundEvent:
             "overhead_ms": self.overhead_ms,
             "round_ms": self.round_ms,
             "draft_tokens": list(self.draft_tokens),
+            "draft_confidence": list(self.draft_confidence),
             "depth": self.depth,
             "from_prefill": self.from_prefill,
         }
@@ -120,6 +133,7 @@ class RoundEvent:
             overhead_ms=d["overhead_ms"],
             round_ms=d.get("round_ms", 0.0),
             draft_tokens=tuple(d.get("draft_tokens", ())),
+            draft_confidence=tuple(float(p) for p in d.get("draft_confidence", ())),
             depth=d.get("depth", d["drafted"]),
             from_prefill=d.get("from_prefill", False),
         )
@@ -169,6 +183,87 @@ class PositionTally:
         return tuple(a / d if d else 0.0 for a, d in zip(self.accepted, self.drafted))
 
 
+@dataclass(frozen=True, slots=True)
+class ContentStats:
+    """One part of a reply a reader recognises (engine.content cuts them), or every part of one kind."""
+
+    kind: str  # "thinking", "code", "json", "list", "prose"
+    tokens: int = 0
+    decoded_tokens: int = 0  # tokens from decode rounds (the prefill's first token is not one)
+    drafted: int = 0
+    accepted: int = 0
+    rounds: float = 0.0  # decode rounds, each shared among the parts its tokens fell in
+    start: int = -1  # character offsets into the reply's text; -1 for a kind's total
+    end: int = -1
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def tokens_per_round(self) -> float | None:
+        return self.decoded_tokens / self.rounds if self.rounds > 0 else None
+
+    def label(self) -> str:
+        """ "code 94% · 3.4/round": acceptance and tokens per round, where there are any."""
+        out = self.kind
+        if self.acceptance is not None:
+            out += f" {self.acceptance:.0%}"
+        if self.tokens_per_round is not None:
+            out += f" · {self.tokens_per_round:.1f}/round"
+        return out
+
+    def to_json(self) -> dict:
+        out = {
+            "kind": self.kind,
+            "tokens": self.tokens,
+            "decoded_tokens": self.decoded_tokens,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance": self.acceptance,
+            "rounds": round(self.rounds, 6),
+            "tokens_per_round": self.tokens_per_round,
+        }
+        if self.start >= 0:
+            out.update(start=self.start, end=self.end)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> ContentStats:
+        return cls(
+            kind=str(d["kind"]),
+            tokens=int(d.get("tokens", 0)),
+            decoded_tokens=int(d.get("decoded_tokens", 0)),
+            drafted=int(d.get("drafted", 0)),
+            accepted=int(d.get("accepted", 0)),
+            rounds=float(d.get("rounds", 0.0)),
+            start=int(d.get("start", -1)),
+            end=int(d.get("end", -1)),
+        )
+
+
+CONTENT_KINDS = ("thinking", "code", "json", "list", "prose")
+
+
+def content_by_kind(parts: tuple[ContentStats, ...] | list[ContentStats]) -> list[ContentStats]:
+    """Every part of one kind together, in CONTENT_KINDS order; kinds absent left out."""
+    out = []
+    for kind in CONTENT_KINDS:
+        mine = [p for p in parts if p.kind == kind]
+        if mine:
+            out.append(
+                ContentStats(
+                    kind,
+                    tokens=sum(p.tokens for p in mine),
+                    decoded_tokens=sum(p.decoded_tokens for p in mine),
+                    drafted=sum(p.drafted for p in mine),
+                    accepted=sum(p.accepted for p in mine),
+                    rounds=sum(p.rounds for p in mine),
+                )
+            )
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStats:
     """Totals for one reply; the last event of a stream."""
@@ -194,6 +289,19 @@ class RunStats:
     text: str = ""
     token_ids: tuple[int, ...] = field(default=(), repr=False)
     from_prefill: int = 0  # tokens that came from the prefill's pass (the first, usually)
+    # The reply cut into parts a reader recognises (code, JSON, lists, prose, thinking), each
+    # with its share of the figures above: acceptance is a property of the text.
+    content: tuple[ContentStats, ...] = ()
+
+    @property
+    def by_content(self) -> list[ContentStats]:
+        """The parts summed by kind: "code 94% · 3.4/round, prose 70% · 1.9/round"."""
+        return content_by_kind(self.content)
+
+    def content_summary(self) -> str:
+        """One line of acceptance by content, or "" where the reply drafted nothing and is of one kind."""
+        kinds = self.by_content
+        return ", ".join(c.label() for c in kinds) if len(kinds) > 1 or any(c.drafted for c in kinds) else ""
 
     @property
     def decoded_tokens(self) -> int:
@@ -247,6 +355,8 @@ class RunStats:
             "token_ids": list(self.token_ids),
             "text": self.text,
             "from_prefill": self.from_prefill,
+            "segments": [c.to_json() for c in self.content],
+            "by_content": [c.to_json() for c in self.by_content],
         }
 
     @classmethod
@@ -256,6 +366,7 @@ class RunStats:
         for k in ("acceptance_per_position", "drafted_per_position", "accepted_per_position", "token_ids"):
             kw[k] = tuple(kw.get(k, ()))
         kw["finish_reason"] = FinishReason(d["finish_reason"])
+        kw["content"] = tuple(ContentStats.from_json(c) for c in d.get("segments", ()))
         if kw.get("depth") == -1:  # Auto, as replies saved before it had a name were written
             kw["depth"] = AUTO
         return cls(**kw)

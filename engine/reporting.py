@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
+from engine.content import acceptance_by_segment
 from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ def token_event(e: Emitted, text: str, round_index: int, position: int, model) -
         draft_prob=e.draft_prob,
         rejected_id=e.rejected,
         rejected_text=model.piece(e.rejected).decode("utf-8", errors="replace") if e.rejected is not None else None,
+        draft_rank=e.draft_rank,
+        rejected_prob=e.rejected_prob,
         target_top=e.target_top,
         draft_top=e.draft_top,
     )
@@ -87,6 +90,7 @@ def round_event(r: Round, index: int, depth: int, round_s: float, from_prefill: 
         overhead_ms=(round_s - r.llama_s) * 1e3,
         round_ms=round_s * 1e3,
         draft_tokens=tuple(r.draft.tokens),
+        draft_confidence=r.confidence,
         depth=depth,
     )
 
@@ -99,6 +103,7 @@ def run_stats(
     text: str,
     prefill: Prefill,
     target: Context,
+    shown: list[TokenEvent] = (),
 ) -> RunStats:
     """The reply's totals, from its rounds; the prefill's round counts no decode time."""
     decode = [(r, s) for r, s in rounds if not r.from_prefill]
@@ -132,4 +137,5 @@ def run_stats(
         text=text,
         token_ids=tuple(token_ids),
         from_prefill=len(rounds) - len(decode),
+        content=acceptance_by_segment(list(shown), [r for r, _ in rounds]),
     )

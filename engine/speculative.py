@@ -19,7 +19,7 @@ import numpy as np
 from engine.chat import StopMatcher, TextStream
 from engine.depth import Depth, DepthPolicy, RoundSeconds
 from engine.drafting import Draft, Drafter, VerifyBatch
-from engine.events import Event, FinishReason, RoundEvent, TokenKind
+from engine.events import Event, FinishReason, RoundEvent, TokenEvent, TokenKind
 from engine.reporting import Outbox, round_event, run_stats, token_event
 from engine.runtime import Context
 from engine.runtime.side import Job, SideWork
@@ -79,6 +79,8 @@ class Emitted:
     target_prob: float
     draft_prob: float | None = None
     rejected: int | None = None  # for REPLACED: the draft the target refused
+    draft_rank: int | None = None  # for REPLACED: the target's token among the drafter's choices (1: first)
+    rejected_prob: float | None = None  # for REPLACED: the drafter's probability of its refused draft
     target_top: Candidates = ()
     draft_top: Candidates = ()
 
@@ -93,6 +95,7 @@ class Round:
     commit_s: float
     rewind_s: float
     llama_s: float  # time inside llama.cpp
+    confidence: tuple[float, ...] = ()  # the drafter's top probability at each drafted position
     # The target's probabilities of the emitted tokens, when they are left to side work (the
     # next decode's wait on an accelerator); `emitted` has NaN in their place until then.
     pending: Job | None = None
@@ -155,9 +158,13 @@ def speculative_round(
             drafter.rewind(keep)
     t4 = time.perf_counter()
 
-    emitted = provenance(draft, verdict, config.top_candidates, config.probabilities or not sampler.greedy)
+    want_probs = config.probabilities or not sampler.greedy
+    emitted = provenance(draft, verdict, config.top_candidates, want_probs)
+    confidence = draft.confidences() if want_probs else ()
     llama_s = _llama_s(target, drafter_ctx) - llama_before
-    return Round(draft, verdict, emitted, t1 - t0, t2 - t1, t4 - t2, t4 - t3, llama_s, pending)
+    return Round(
+        draft, verdict, emitted, t1 - t0, t2 - t1, t4 - t2, t4 - t3, llama_s, confidence=confidence, pending=pending
+    )
 
 
 def _llama_s(target: Context, drafter_ctx) -> float:
@@ -169,6 +176,14 @@ def provenance(draft: Draft, verdict: Verdict, top: int, want_probs: bool) -> li
     tokens = [*draft.tokens[: verdict.accepted], verdict.token]
     drafted = min(len(tokens), len(draft.tokens))
     draft_probs = draft.probs(tokens[:drafted]) if want_probs and drafted else [None] * drafted
+    missed = verdict.accepted if verdict.accepted < len(draft.tokens) else None
+    if missed is not None and want_probs and draft.rows is not None:
+        anatomy = {
+            "draft_rank": draft.rank(missed, tokens[missed]),
+            "rejected_prob": draft.probs([*([None] * missed), draft.tokens[missed]])[missed],
+        }
+    else:
+        anatomy = {}
     out = []
     for pos, token in enumerate(tokens):
         if not draft.tokens:
@@ -186,6 +201,7 @@ def provenance(draft: Draft, verdict: Verdict, top: int, want_probs: bool) -> li
                 target_prob=verdict.target_probs[pos],
                 draft_prob=draft_probs[pos] if pos < drafted else None,
                 rejected=draft.tokens[pos] if kind is TokenKind.REPLACED else None,
+                **(anatomy if kind is TokenKind.REPLACED else {}),
                 target_top=_top(verdict.target_dists, pos, top),
                 draft_top=_top_draft(draft, pos, top) if pos < drafted else (),
             )
@@ -256,6 +272,7 @@ def generate(
     banned = model.eog_tokens() if config.ignore_eog else ()
     rounds: list[tuple[RoundEvent, float]] = []
     first_row, generated, pieces = prefill.first_row, 0, []
+    shown: list[TokenEvent] = []  # the tokens the reply shows, for its acceptance by content
     finish = FinishReason.MAX_TOKENS
     # On an accelerator a round's probabilities are computed while the next round's first
     # decode runs, so its events go out one round late (milliseconds); elsewhere at once.
@@ -298,6 +315,7 @@ def generate(
             for event in events:
                 released, stopped = stops.push(event)
                 pieces.extend(e.text for e in released)
+                shown.extend(released)
                 outbox.put(released)
                 if stopped:
                     finish = FinishReason.STOP_STRING
@@ -312,6 +330,7 @@ def generate(
         if finish is not FinishReason.STOP_STRING:
             released = stops.flush()  # no stop string completed: the held text is the model's
             pieces.extend(e.text for e in released)
+            shown.extend(released)
             outbox.put(released)
         yield from outbox.release()
         pieces.append(text.flush())
@@ -319,7 +338,7 @@ def generate(
         for c in contexts:
             c.side = None
     yield run_stats(
-        rounds, finish, policy.setting, history[len(history) - generated :], "".join(pieces), prefill, target
+        rounds, finish, policy.setting, history[len(history) - generated :], "".join(pieces), prefill, target, shown
     )
 
 

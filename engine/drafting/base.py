@@ -55,8 +55,28 @@ class Draft:
                 out[i] = float(self.distribution(i)[t])
             return out
         for i, t in wanted:
-            out[i] = softmax_at(self.rows[i], t, self._parts.get(i))
+            out[i] = softmax_at(self.rows[i], t, self._part(i))
         return out
+
+    def confidences(self) -> tuple[float, ...]:
+        """The drafter's top probability at each position (softmax at temperature 1): what p_min
+        tests before drafting on. Empty for a drafter with no distribution."""
+        if self.rows is None or self.sampler is None:
+            return ()
+        return tuple(1.0 / self._part(i)[1] for i in range(len(self.tokens)))
+
+    def rank(self, i: int, token: int) -> int | None:
+        """Where `token` stood among the drafter's candidates at position i: 1 is its first choice."""
+        if self.rows is None:
+            return None
+        row = self.rows[i]
+        return 1 + int(np.count_nonzero(row > row[token]))
+
+    def _part(self, i: int) -> tuple[float, float]:
+        parts = self._parts.get(i)
+        if parts is None:
+            parts = self._parts[i] = softmax_parts(self.rows[i])
+        return parts
 
     def prepare(self) -> None:
         """Do the costly half of every row's probabilities now (greedy), so probs() is a lookup later.

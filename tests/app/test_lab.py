@@ -145,7 +145,7 @@ def test_exports_on_made_up_runs(tmp_path):
     assert float(rows[0]["Accept @1"]) == 0.75 and rows[1]["Accept @1"] == ""
     md = results.markdown()
     assert md.splitlines()[2].startswith("| 1 | code | Pipes \\| in \\| text | 0 | 8 | — | — |")
-    assert "| 75.0% | 50.0% | 2.25 | 18.0 | 2.25× | 2 | measured |" in md.splitlines()[3]
+    assert "| 75.0% | 50.0% | 2.25 | 18.0 | — | 2.25× | 2 | measured |" in md.splitlines()[3]
 
 
 # ---- real runs through the window --------------------------------------------------------

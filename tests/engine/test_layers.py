@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = (
     ("engine.errors", "engine.depth", "engine.progress"),
     ("engine.events", "engine.sampling", "engine.chat"),
+    ("engine.content",),
     ("engine.runtime",),
     ("engine.models",),
     ("engine.drafting",),
