@@ -179,9 +179,6 @@ def check_replay(data: dict) -> None:
         mapping(data["config"], "config")
     if data.get("plain_pass_ms") is not None:
         number(data["plain_pass_ms"], "plain_pass_ms")
-    for i, r in enumerate(array(_field(data, "rounds", "the file"), "rounds", MAX_ROUNDS)):
-        check_round(r, f"rounds[{i}]")
-    check_stats(_field(data, "stats", "the file"))
     pieces = mapping(data.get("pieces", {}), "pieces")
     if len(pieces) > MAX_PIECES:
         raise Invalid(f"pieces has {len(pieces):,} entries, over the limit of {MAX_PIECES:,}")
@@ -189,3 +186,6 @@ def check_replay(data: dict) -> None:
         if not key.isascii() or not key.isdigit() or len(key) > 10:
             raise Invalid(f"pieces has the key {key[:40]!r}, not a token id")
         text(value, f"pieces[{key}]", MAX_PIECE_CHARS)
+    for i, r in enumerate(array(_field(data, "rounds", "the file"), "rounds", MAX_ROUNDS)):
+        check_round(r, f"rounds[{i}]")
+    check_stats(_field(data, "stats", "the file"))
