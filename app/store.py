@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS reply_chunks (
 CREATE INDEX IF NOT EXISTS reply_chunks_by_message ON reply_chunks(message_id);
 """
 
+DAMAGED_RECORD = "Part of a reply in the chat database is damaged: its text is shown without its colours."
 # Shown under a reply that was still streaming when the app was killed or closed.
 CUT_SHORT = "this reply was cut short when the app closed"
 
@@ -78,6 +79,9 @@ class Store:
 
     def __init__(self, db: sqlite3.Connection, where: str) -> None:
         self.db = db
+        # Damage the quick check cannot see (a flipped byte inside a text) must not hide a whole
+        # conversation: bad UTF-8 reads as U+FFFD, and a damaged token list is dropped (below).
+        self.db.text_factory = lambda raw: raw.decode("utf-8", "replace")
         self.where = where  # the file's path, or "memory"
         self.on_failure: Callable[[str], None] = lambda sentence: None
         self.failure = ""  # the last failure's sentence
@@ -95,8 +99,9 @@ class Store:
     def _failed(self, exc: sqlite3.Error, doing: str) -> None:
         with contextlib.suppress(sqlite3.Error):
             self.db.rollback()
+        reason = " ".join(str(exc).split())[:160]
         self.failure = (
-            f"Could not {doing} in the chat database ({exc}): what is on screen is kept until Draftlight "
+            f"Could not {doing} in the chat database ({reason}): what is on screen is kept until Draftlight "
             "closes; restart it to check the database."
         )
         self.on_failure(self.failure)
@@ -220,13 +225,18 @@ class Store:
             if interrupted:
                 chunks = self.db.execute("SELECT tokens FROM reply_chunks WHERE message_id = ? ORDER BY rowid", (mid,))
                 tokens = "\n".join(chunk for (chunk,) in chunks)
-            events = [TokenEvent.from_json(json.loads(line)) for line in tokens.splitlines()] if tokens else []
+            try:
+                events = [TokenEvent.from_json(json.loads(line)) for line in tokens.splitlines()] if tokens else []
+                run_stats = RunStats.from_json(json.loads(stats)) if stats else None
+            except (ValueError, KeyError, TypeError):  # a damaged record: the text without its colours
+                events, run_stats = [], None
+                self.on_failure(DAMAGED_RECORD)
             out.append(
                 StoredMessage(
                     role=role,
                     content=content,
                     tokens=events,
-                    stats=RunStats.from_json(json.loads(stats)) if stats else None,
+                    stats=run_stats,
                     stopped=bool(stopped),
                     id=mid,
                     interrupted=bool(interrupted),

@@ -173,3 +173,19 @@ def test_a_failed_write_is_a_sentence_not_an_exception(tmp_path):
     assert store.messages(cid) == [] and store.conversations() == []
     assert said and said[0].startswith("Could not save the message in the chat database")
     assert "what is on screen is kept" in said[0]
+
+
+def test_a_damaged_record_shows_its_text_without_colours(tmp_path):
+    store, _ = open_store(tmp_path / "c.sqlite3")
+    said = []
+    store.on_failure = said.append
+    cid = store.new_conversation()
+    store.add_message(cid, StoredMessage("assistant", "kept text", [token(0)], None, False))
+    store.add_message(cid, StoredMessage("user", "second"))
+    # What quick_check cannot see: a byte flipped inside the token list, and bad UTF-8 in a text.
+    store.db.execute("UPDATE messages SET tokens = '{\"type\": \"tok' WHERE role = 'assistant'")
+    store.db.execute("UPDATE messages SET content = CAST(x'7365636fff6e64' AS TEXT) WHERE role = 'user'")
+    store.db.commit()
+    messages = store.messages(cid)
+    assert [(m.content, m.tokens) for m in messages] == [("kept text", []), ("seco\ufffdnd", [])]
+    assert said == ["Part of a reply in the chat database is damaged: its text is shown without its colours."]
