@@ -29,7 +29,8 @@ LAYERS = (
     ("engine.speculative",),
     ("engine.measure",),
     ("engine.session",),
-    ("engine.stepping", "engine.replay", "engine.ruler"),
+    ("engine.stepping", "engine.replay", "engine.ruler", "engine.pairprobe"),
+    ("engine.pairdoctor",),
     ("engine.cli",),
     ("engine",),  # the public face: the package's __init__
 )
