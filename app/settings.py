@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
 
 from engine import AUTO, Depth, parse_depth
 
 ORGANIZATION = "Draftlight"
 APPLICATION = "Draftlight"
+
+
+def default_store_path() -> Path:
+    """Where the conversations are kept: the app's data folder."""
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
+    return Path(base or Path.home() / ".draftlight") / "conversations.sqlite3"
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QStandardPaths, Qt, QThread, Signal
+from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QMainWindow, QMessageBox, QSplitter
 
@@ -14,6 +14,7 @@ from app.calculator import SpeedupCalculator
 from app.charts import ChartModel, ChartsPanel
 from app.firstrun import FirstRunDialog, is_missing_model
 from app.lab import PromptLab
+from app.pairing import PairingPanel
 from app.sidepanel import SidePanel
 from app.statusbar import StatusLine, plain_pass_s
 from app.store import Store, StoredMessage
@@ -22,12 +23,6 @@ from app.transcript import TranscriptView
 from app.widgets import ChatPane, ConversationList
 from app.worker import AutoStatus, EngineWorker, LoadRequest, PairInfo, ReplyRequest
 from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, ThermalSampler, TokenEvent
-
-
-def default_store_path() -> Path:
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
-    return Path(base or Path.home() / ".draftlight") / "conversations.sqlite3"
-
 
 DEFAULT_SIZE = (1400, 860)
 
@@ -49,7 +44,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setWindowTitle("Draftlight")
         self.prefs = prefs or settings.load()
-        self.store = Store(store_path or default_store_path())
+        self.store = Store(store_path or settings.default_store_path())
         self.chart_model = ChartModel()
         self.pair: PairInfo | None = None
         self.watch_speculation = False  # the user asked to speculate where it cannot pay
@@ -149,6 +144,7 @@ class MainWindow(QMainWindow):
         self.input.submitted.connect(self.send)
         self.stop_button.clicked.connect(self.stop)
         self.side.models_requested.connect(self._models_requested)
+        self.side.check_pair_requested.connect(lambda t, d: PairingPanel.open_for(self, t, d))
         self._fit_to_screen()
 
     def _fit_to_screen(self) -> None:
