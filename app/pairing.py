@@ -115,6 +115,7 @@ class PairingPanel(QWidget):
         self.prompts = named_prompts(prompts or [])
         self.report: PairReport | None = None
         self.probing = False
+        self.probe_seconds, self.probe_tokens, self.probe_prompts = PROBE_SECONDS, 64, 6  # the tests' probe is shorter
 
         self.heading = QLabel("Checking the pair…")
         self.heading.setObjectName("heading")
@@ -232,7 +233,8 @@ class PairingPanel(QWidget):
         self.progress.show()
         self.progress.setRange(0, 0)  # busy until the pair has loaded
         self.progress.setFormat("loading the pair")
-        self.request_probe.emit(ProbeRequest(self.report, self.prompts))
+        request = ProbeRequest(self.report, self.prompts, self.probe_seconds, self.probe_tokens, self.probe_prompts)
+        self.request_probe.emit(request)
         return True
 
     def cancel(self) -> None:

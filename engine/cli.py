@@ -258,29 +258,25 @@ def cmd_pair(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))
     else:
         encoding = sys.stdout.encoding or "ascii"
-        marks = (
-            ("✓", "✗")
-            if "✓✗".encode(encoding, errors="replace") == "✓✗".encode(encoding, errors="ignore")
-            else ("+", "x")
-        )
-        print("\n".join(report.lines(marks)))
+        marks = ("✓", "✗") if "✓✗".encode(encoding, errors="ignore") else ("+", "x")
+        text = "\n".join(report.lines(marks)) + "\n"
+        sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))  # a token's text may not encode
     return 0 if report.compatible or report.drafter_kind == "none" else 1
 
 
-def _positive(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not 0 < number <= 3600:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds between 0 and 3600")
-    return number
+def _within(convert, high: float):
+    """An argparse type: a number above 0 and at most `high`."""
 
+    def parse(value: str):
+        try:
+            number = convert(value)
+        except ValueError:
+            number = 0
+        if not 0 < number <= high:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number above 0 and at most {high:g}")
+        return number
 
-def _count(value: str) -> int:
-    if not value.isdigit() or not 0 < int(value) <= 10_000:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to 10000")
-    return int(value)
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,12 +349,16 @@ def build_parser() -> argparse.ArgumentParser:
         "drafter", nargs="?", default="default", help="default, mtp, ngram, auto, none, a catalog name or a .gguf path"
     )
     pair.add_argument(
-        "--probe-seconds", type=_positive, default=20.0, help="time for the acceptance probe (default 20)"
+        "--probe-seconds", type=_within(float, 3600), default=20.0, help="time for the acceptance probe (default 20)"
     )
     pair.add_argument("--no-probe", action="store_true", help="check the headers only: load nothing to run")
-    pair.add_argument("--prompts", help="the probe's prompts: a .txt (one a line) or .jsonl file (default: built in)")
-    pair.add_argument("--max-prompts", type=_count, default=6, help="prompts the probe runs at most (default 6)")
-    pair.add_argument("--max-tokens", type=_count, default=64, help="tokens per probe reply (default 64)")
+    pair.add_argument(
+        "--prompts", help='the probe\'s prompts: a JSONL file of {"category", "prompt"} (default: built in)'
+    )
+    pair.add_argument(
+        "--max-prompts", type=_within(int, 1000), default=6, help="prompts the probe runs at most (default 6)"
+    )
+    pair.add_argument("--max-tokens", type=_within(int, 1000), default=64, help="tokens per probe reply (default 64)")
     pair.add_argument("--json", action="store_true", help="the report as one JSON object")
     _add_runtime_args(pair)
     pair.set_defaults(func=cmd_pair)

@@ -246,8 +246,9 @@ def suggest(target_path: Path, spec: str, drafter_path: str | None, compatible: 
         choices += [(p.drafter_spec, p.title) for p in PAIRS if p.target == target]
         if choices and not any(_same_drafter(spec, drafter_path, wanted) for wanted, _ in choices):
             wanted, title = choices[0]
-            named = "its own MTP head" if wanted == "mtp" else title
-            return f"The catalog pairs {target.title} with {named}: `draftlight pair {target.key} {wanted}` checks that pair."
+            if wanted == "mtp":
+                return f"{target.title} drafts for itself: `draftlight pair {target.key} mtp` checks that pair."
+            return f"The catalog pairs {target.title} with {title}: `draftlight pair {target.key} {wanted}` checks that pair."
         return ""
     if compatible and spec != "none":
         return ""
