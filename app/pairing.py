@@ -34,6 +34,7 @@ from engine import DraftlightError, PairReport, pair_report, probe_pair
 
 OK, NOT_OK = "#2a7a2a", "#b22222"
 PROBE_SECONDS = 20.0
+NAME_CHARS = 60  # a prompt's first words, as the probe's table names it
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def named_prompts(texts: list[str]) -> tuple[tuple[str, str], ...]:
     named = []
     for text in texts:
         words = " ".join(text.split())
-        named.append((words if len(words) <= 28 else words[:27].rstrip() + "…", text))
+        named.append((words if len(words) <= NAME_CHARS else words[: NAME_CHARS - 1].rstrip() + "…", text))
     return tuple(named)
 
 
@@ -131,7 +132,8 @@ class PairingPanel(QWidget):
         self.prediction = self._label("prediction")
         self.suggestion = self._label("suggestion")
 
-        source = "your 6 most recent prompts" if self.prompts else "the built-in prompts (no chats yet)"
+        n = len(self.prompts)
+        source = f"your {n} most recent prompt{'s' if n > 1 else ''}" if n else "the built-in prompts (no chats yet)"
         self.probe_note = self._label("probe_note")
         self.probe_note.setText(
             f"Greedy replies at depth 3 on {source}, for about {PROBE_SECONDS:g} seconds: "
@@ -187,7 +189,7 @@ class PairingPanel(QWidget):
         self.start_button.clicked.connect(self.start_probe)
         self.cancel_button.clicked.connect(self.cancel)
         self.thread.start()
-        self.resize(900, 820)
+        self.resize(900, 780)
         self.request_check.emit(target, drafter)
 
     @classmethod
@@ -209,6 +211,7 @@ class PairingPanel(QWidget):
         label = QLabel()
         label.setObjectName(name)
         label.setWordWrap(True)
+        label.setTextFormat(Qt.TextFormat.RichText)  # every text is escaped: a token's '<' shows as itself
         label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         return label
 

@@ -7,6 +7,9 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextDocument
+
 from app.pairing import PairingPanel, named_prompts
 from app.store import Store, StoredMessage
 
@@ -32,9 +35,10 @@ def test_recent_prompts_are_the_users_newest_each_once(tmp_path):
 
 
 def test_a_long_prompt_is_named_by_its_first_words():
-    assert named_prompts(["Short one.", "Write a long\nstory about a lighthouse keeper and the sea."]) == (
+    long = "Write a long\nstory about a lighthouse keeper, the sea, the storms and the ships that passed."
+    assert named_prompts(["Short one.", long]) == (
         ("Short one.", "Short one."),
-        ("Write a long story about a…", "Write a long\nstory about a lighthouse keeper and the sea."),
+        ("Write a long story about a lighthouse keeper, the sea, the…", long),
     )
 
 
@@ -116,5 +120,9 @@ def test_a_file_that_is_not_a_model_is_said_in_the_panel(qtbot, tmp_path):
     qtbot.addWidget(panel)
     qtbot.waitUntil(lambda: "could not be checked" in panel.heading.text(), timeout=CHECK_TIMEOUT_MS)
     assert "notes.gguf is not a GGUF model file" in panel.verdict.text()
+    shown = QTextDocument()  # what the label shows: its quotes as themselves, not as HTML entities
+    shown.setHtml(panel.verdict.text())
+    assert panel.verdict.textFormat() == Qt.TextFormat.RichText
+    assert "(it starts with 'Hell', not 'GGUF')" in shown.toPlainText()
     assert not panel.start_button.isEnabled()
     panel.close()
