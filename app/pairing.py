@@ -180,6 +180,7 @@ class PairingPanel(QWidget):
         self.thread.setObjectName("pairing")
         self.worker = PairingWorker()
         self.worker.moveToThread(self.thread)
+        self.thread.finished.connect(self.worker.deleteLater)
         self.request_check.connect(self.worker.check)
         self.request_probe.connect(self.worker.probe)
         self.worker.checked.connect(self._checked)

@@ -239,11 +239,7 @@ def cmd_pair(args: argparse.Namespace) -> int:
 
     set_verbose(args.verbose)
     prompts = [(p.name, p.text) for p in load_file(args.prompts)] if args.prompts else None
-    say = (
-        None
-        if args.json
-        else lambda done, total, what: print(f"probe: {what} ({done} of {total} prompts done)", file=sys.stderr)
-    )
+    say = None if args.json else lambda done, total, what: print(f"probe: {what} ({done} of {total})", file=sys.stderr)
     report = pair_report(
         args.target,
         args.drafter,
@@ -261,7 +257,10 @@ def cmd_pair(args: argparse.Namespace) -> int:
         marks = ("✓", "✗") if "✓✗".encode(encoding, errors="ignore") else ("+", "x")
         text = "\n".join(report.lines(marks)) + "\n"
         sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))  # a token's text may not encode
-    return 0 if report.compatible or report.drafter_kind == "none" else 1
+    if report.compatible or report.drafter_kind == "none":
+        return 0
+    print(f"draftlight: {report.verdict}", file=sys.stderr)  # the status says it to a script; this, to a person
+    return 1
 
 
 def _within(convert, high: float):

@@ -131,6 +131,7 @@ def _pair_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
 def test_the_command_reads_like_a_doctors_report(target_path, smollm_path, tmp_path):
     result = _pair_cli(str(target_path), str(smollm_path), "--no-probe", tmp_path=tmp_path)
     assert result.returncode == 1, result.stderr  # it cannot draft
+    assert result.stderr.splitlines() == ["draftlight: The drafter cannot draft for this target: 2 rule(s) fail."]
     lines = result.stdout.splitlines()
     assert lines[:6] == [
         "Pairing: Qwen2.5 Coder 1.5B Instruct GGUF + Smollm2 135M 8k Lc100K Mix1 Ep2",
