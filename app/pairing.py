@@ -133,7 +133,9 @@ class PairingPanel(QWidget):
         self.suggestion = self._label("suggestion")
 
         n = len(self.prompts)
-        source = f"your {n} most recent prompt{'s' if n > 1 else ''}" if n else "the built-in prompts (no chats yet)"
+        source = {0: "the built-in prompts (no chats yet)", 1: "your most recent prompt"}.get(
+            n, f"your {n} most recent prompts"
+        )
         self.probe_note = self._label("probe_note")
         self.probe_note.setText(
             f"Greedy replies at depth 3 on {source}, for about {PROBE_SECONDS:g} seconds: "

@@ -126,3 +126,24 @@ def test_a_file_that_is_not_a_model_is_said_in_the_panel(qtbot, tmp_path):
     assert "(it starts with 'Hell', not 'GGUF')" in shown.toPlainText()
     assert not panel.start_button.isEnabled()
     panel.close()
+
+
+def test_the_window_opens_the_panel_on_its_users_prompts_and_closing_it_stops_the_panel(qtbot, tmp_path):
+    from PySide6.QtWidgets import QWidget
+
+    notes = tmp_path / "notes.gguf"
+    notes.write_text("Hello, these are notes.")
+    window = QWidget()  # what open_for needs of the main window: a widget with the chat store
+    qtbot.addWidget(window)
+    window.store = Store(tmp_path / "c.sqlite3")
+    conversation = window.store.new_conversation()
+    window.store.add_message(conversation, StoredMessage("user", "Write a haiku about rain."))
+    window.show()
+    panel = PairingPanel.open_for(window, str(notes), "none")
+    assert panel.parent() is window and panel.isVisible()
+    assert panel.prompts == (("Write a haiku about rain.", "Write a haiku about rain."),)
+    assert panel.probe_note.text().startswith("Greedy replies at depth 3 on your most recent prompt, for about 20")
+    qtbot.waitUntil(lambda: "could not be checked" in panel.heading.text(), timeout=CHECK_TIMEOUT_MS)
+    window.close()
+    assert not panel.isVisible() and not panel.thread.isRunning()
+    window.store.close()
