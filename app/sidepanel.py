@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QProgressBar,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -30,6 +31,7 @@ DEPTHS = [("Off", 0), *((str(k), k) for k in range(1, MAX_DEPTH + 1)), ("Auto (t
 
 class SidePanel(QWidget):
     models_requested = Signal(str, str)  # target spec, drafter spec
+    check_pair_requested = Signal(str, str)  # the pairing doctor, for the picked target and drafter
 
     def __init__(self, recent_files: list[str], model_folders: list[str] | None = None, parent=None) -> None:
         super().__init__(parent)
@@ -58,7 +60,15 @@ class SidePanel(QWidget):
         self.progress.hide()
         form.addRow("Target", self.target)
         form.addRow("Drafter", self.drafter)
+        self.check_pair = QPushButton("Check this pair…")
+        self.check_pair.setObjectName("check_pair")
+        self.check_pair.setToolTip(
+            "Every compatibility rule, the memory the pair needs, a 20-second acceptance probe on your "
+            "recent prompts, and its predicted speed on this machine"
+        )
+        self.check_pair.clicked.connect(self._check_pair)
         form.addRow(self.verdict)
+        form.addRow(self.check_pair)
         form.addRow(self.progress)
         layout.addWidget(models)
 
@@ -174,6 +184,13 @@ class SidePanel(QWidget):
             self._remember(spec)
         self.verdict.setText("Checking the drafter's vocabulary against the target…")
         self.models_requested.emit(self._loaded[0] or "default", spec)
+
+    def _check_pair(self) -> None:
+        picked = [combo.currentData() for combo in (self.target, self.drafter)]
+        target, drafter = (
+            spec if spec not in (CHOOSE, FOLDER, None) else loaded for spec, loaded in zip(picked, self._loaded)
+        )
+        self.check_pair_requested.emit(target or "default", drafter or "default")
 
     def show_loaded(self, target: str, drafter: str) -> None:
         """Point the pickers at what is actually loaded (a refused choice snaps back)."""

@@ -244,6 +244,18 @@ class Store:
             )
         return out
 
+    def recent_prompts(self, limit: int = 6) -> list[str]:
+        """The user's latest messages across conversations, newest first, each text once."""
+        rows = self.db.execute("SELECT content FROM messages WHERE role = 'user' ORDER BY id DESC LIMIT 200")
+        seen: list[str] = []
+        for (content,) in rows:
+            text = content.strip()
+            if text and text not in seen:
+                seen.append(text)
+                if len(seen) == limit:
+                    break
+        return seen
+
     def trace_lines(self, conversation_id: int) -> list[str]:
         """The replies as `draftlight chat --json` lines: each reply's tokens, then its stats."""
         lines = []

@@ -16,6 +16,7 @@ from app.charts import ChartModel, ChartsPanel
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
 from app.firstrun import FirstRunDialog, is_missing_model
 from app.lab import PromptLab
+from app.pairing import PairingPanel
 from app.replies import ReplyWriter
 from app.sidepanel import SidePanel
 from app.statusbar import StatusLine, plain_pass_s
@@ -150,6 +151,7 @@ class MainWindow(QMainWindow):
         self.input.submitted.connect(self.send)
         self.stop_button.clicked.connect(self.stop)
         self.side.models_requested.connect(self._models_requested)
+        self.side.check_pair_requested.connect(lambda t, d: PairingPanel.open_for(self, t, d))
         self._fit_to_screen()
 
     def _fit_to_screen(self) -> None:

@@ -16,6 +16,7 @@ The layers beneath, each a sub-package or module with one purpose:
   measure/    the cost model, box profiles, Auto depth, thermal state, the batch probe
   session     the engine a program holds: a pair, its depth policy, conversations
   replay, stepping, ruler/, cli   teaching replays, round-by-round stepping, the ruler, the CLI
+  pairprobe, pairdoctor   the pairing doctor: every rule, memory, an acceptance probe, a prediction
 """
 
 # llama.cpp's library before numpy's: with numpy loaded first, loading a model on CUDA crashed
@@ -78,6 +79,9 @@ from engine.sampling import SamplingConfig
 from engine.measure.anatomy import RANK_BUCKETS, RejectionAnatomy, WhatIf, ordinal, rank_bucket, rejection_anatomy
 from engine.measure.gauge import Gauge, gauge
 from engine.models.local import LocalModel, local_models
+from engine.models.compat import Rule
+from engine.pairdoctor import PairReport, Prediction, pair_report, probe_pair
+from engine.pairprobe import Probe, PromptProbe
 from engine.session import ChatSession, Engine, PairSpec, load_drafter, plain_reason_for
 from engine.speculative import GenerationConfig, Prefill, generate, speculative_round
 from engine.stepping import RoundStep, Stepper
@@ -121,15 +125,20 @@ __all__ = [
     "ModelNotAvailable",
     "MtpDrafter",
     "NgramDrafter",
+    "PairReport",
     "PairSpec",
     "PositionTally",
+    "Prediction",
     "Prefill",
+    "Probe",
     "ProbeResult",
     "Progress",
+    "PromptProbe",
     "RejectionAnatomy",
     "Replay",
     "RoundEvent",
     "RoundStep",
+    "Rule",
     "RunStats",
     "RuntimeFailure",
     "RuntimeOptions",
@@ -165,9 +174,11 @@ __all__ = [
     "measured_round_cost",
     "mentioned_tokens",
     "ordinal",
+    "pair_report",
     "parse_depth",
     "plain_reason_for",
     "predict",
+    "probe_pair",
     "profile_for_target_only",
     "rank_bucket",
     "read_thermal",

@@ -1,4 +1,4 @@
-"""`draftlight`'s sub-commands: chat, models, doctor, tune, bench. No Qt here.
+"""`draftlight`'s sub-commands: chat, models, doctor, pair, tune, bench. No Qt here.
 
 `draftlight` with no sub-command opens the window: the console script is app.__main__,
 which hands every sub-command to `main` below.
@@ -243,6 +243,53 @@ def _tune_target_only(target_path, options) -> int:
     return 0
 
 
+def cmd_pair(args: argparse.Namespace) -> int:
+    """The pairing doctor's report; exit 1 where the drafter cannot draft for the target."""
+    from engine.pairdoctor import pair_report
+    from engine.ruler.prompts import load_file
+    from engine.runtime import set_verbose
+
+    set_verbose(args.verbose)
+    prompts = [(p.name, p.text) for p in load_file(args.prompts)] if args.prompts else None
+    say = None if args.json else lambda done, total, what: print(f"probe: {what} ({done} of {total})", file=sys.stderr)
+    report = pair_report(
+        args.target,
+        args.drafter,
+        _runtime_options(args),
+        prompts,
+        0 if args.no_probe else args.probe_seconds,
+        args.max_tokens,
+        args.max_prompts,
+        say,
+    )
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))
+    else:
+        encoding = sys.stdout.encoding or "ascii"
+        marks = ("✓", "✗") if "✓✗".encode(encoding, errors="ignore") else ("+", "x")
+        text = "\n".join(report.lines(marks)) + "\n"
+        sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))  # a token's text may not encode
+    if report.compatible or report.drafter_kind == "none":
+        return 0
+    print(f"draftlight: {report.verdict}", file=sys.stderr)  # the status says it to a script; this, to a person
+    return 1
+
+
+def _within(convert, high: float):
+    """An argparse type: a number above 0 and at most `high`."""
+
+    def parse(value: str):
+        try:
+            number = convert(value)
+        except ValueError:
+            number = 0
+        if not 0 < number <= high:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number above 0 and at most {high:g}")
+        return number
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="draftlight", description="Speculative decoding you can watch.")
     sub = parser.add_subparsers(dest="command")
@@ -303,6 +350,29 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--fast", action="store_true", help="profile the fast (weight repacking) mode")
     tune.add_argument("--force", action="store_true", help="measure again even if a profile is saved")
     tune.set_defaults(func=cmd_tune)
+
+    pair = sub.add_parser(
+        "pair",
+        help="the pairing doctor: can this drafter draft for this target, and would it pay here (exit 1: it cannot)",
+    )
+    pair.add_argument("target", help="default, a catalog name or a .gguf path")
+    pair.add_argument(
+        "drafter", nargs="?", default="default", help="default, mtp, ngram, auto, none, a catalog name or a .gguf path"
+    )
+    pair.add_argument(
+        "--probe-seconds", type=_within(float, 3600), default=20.0, help="time for the acceptance probe (default 20)"
+    )
+    pair.add_argument("--no-probe", action="store_true", help="check the headers only: load nothing to run")
+    pair.add_argument(
+        "--prompts", help='the probe\'s prompts: a JSONL file of {"category", "prompt"} (default: built in)'
+    )
+    pair.add_argument(
+        "--max-prompts", type=_within(int, 1000), default=6, help="prompts the probe runs at most (default 6)"
+    )
+    pair.add_argument("--max-tokens", type=_within(int, 1000), default=64, help="tokens per probe reply (default 64)")
+    pair.add_argument("--json", action="store_true", help="the report as one JSON object")
+    _add_runtime_args(pair)
+    pair.set_defaults(func=cmd_pair)
 
     from engine.ruler.cli import add_cli as add_ruler
 

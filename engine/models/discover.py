@@ -31,7 +31,7 @@ def _width(info: GGUFInfo) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _fits(target: GGUFInfo, side: GGUFInfo) -> tuple[str, str]:
+def fits(target: GGUFInfo, side: GGUFInfo) -> tuple[str, str]:
     """(what the file is, in words; why it does not fit this target, or "")."""
     width, arch = _width(target), side.architecture
     if arch == "dflash":
@@ -77,7 +77,7 @@ def discover(target_path: str | Path) -> Discovery:
             except DraftlightError as exc:
                 passed_over.append(f"{path.name}: {exc}")
                 continue
-            kind, why_not = _fits(target, side)
+            kind, why_not = fits(target, side)
             if why_not:
                 passed_over.append(f"{path.name} {why_not}")
                 continue

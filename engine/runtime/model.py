@@ -154,6 +154,14 @@ class Model:
         llama.llama_model_desc(self.ptr, buf, len(buf))
         return buf.value.decode("utf-8", errors="replace")
 
+    @property
+    def state_kind(self) -> str:
+        """ "recurrent" (a state-space or RWKV model), "hybrid" (recurrent and attention layers), or ""
+        (attention alone): what llama.cpp says of the architecture, known from a vocabulary-only load."""
+        if llama.llama_model_is_hybrid(self.ptr):
+            return "hybrid"
+        return "recurrent" if llama.llama_model_is_recurrent(self.ptr) else ""
+
     def size_bytes(self) -> int:
         return int(llama.llama_model_size(self.ptr))
 

@@ -30,7 +30,8 @@ LAYERS = (
     ("engine.speculative",),
     ("engine.measure",),
     ("engine.session",),
-    ("engine.stepping", "engine.replay", "engine.replayschema", "engine.ruler"),
+    ("engine.stepping", "engine.replay", "engine.replayschema", "engine.ruler", "engine.pairprobe"),
+    ("engine.pairdoctor",),
     ("engine.cli",),
     ("engine",),  # the public face: the package's __init__
 )

@@ -1,0 +1,258 @@
+"""What a pair's headers say, before anything runs: its shapes, the memory it needs, how the
+target undoes a rejected draft, whether a drafter was made for another target, and a better
+pair from the catalog where there is one. The pairing doctor (engine.pairdoctor) adds the probe.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.models import catalog
+from engine.models.compat import Rule
+from engine.models.discover import discover, fits
+from engine.models.pairs import PAIRS
+from engine.runtime.gguf import GGUFInfo
+
+# A KV cache row's bytes per element: q8_0 keeps 32 values in 34 bytes (exact mode), f16 two bytes each.
+KV_BLOCK = {"q8_0": (32, 34), "f16": (1, 2)}
+KV_TYPES = ("q8_0", "f16")
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """One model's shapes, as its header gives them."""
+
+    path: str
+    name: str
+    architecture: str
+    file_bytes: int
+    state_kind: str  # "" (attention alone), "hybrid" or "recurrent": llama.cpp's word for the architecture
+    layers: int
+    kv_layers: int  # layers that keep a KV cache: all of them, but a hybrid's recurrent ones
+    kv_heads: int
+    key_dim: int
+    value_dim: int
+    mtp_heads: int
+    base_models: tuple[str, ...]  # general.base_model.*: what its makers say it was trained from, or for
+
+    def kv_cache_bytes(self, n_ctx: int, kv_type: str) -> int:
+        """The KV cache for n_ctx positions, as llama.cpp allocates it (a row per layer and position)."""
+        per, size = KV_BLOCK[kv_type]
+        row = sum(-(-self.kv_heads * dim // per) * size for dim in (self.key_dim, self.value_dim))
+        return self.kv_layers * row * n_ctx
+
+
+def _int(info: GGUFInfo, key: str) -> int | None:
+    value = info.metadata.get(f"{info.architecture}.{key}")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def model_facts(info: GGUFInfo, state_kind: str) -> ModelFacts:
+    """The facts of a model whose header is `info`; `state_kind` from llama.cpp (Model.state_kind)."""
+    layers = _int(info, "block_count") or 0
+    heads = _int(info, "attention.head_count") or 0
+    kv_heads = _int(info, "attention.head_count_kv") or heads  # an array per layer reads as absent: the heads
+    width = _int(info, "embedding_length") or 0
+    head_dim = width // heads if heads else 0
+    if state_kind == "recurrent":
+        kv_layers = 0
+    elif state_kind == "hybrid":
+        interval = _int(info, "full_attention_interval")
+        kv_layers = layers // interval if interval else layers
+    else:
+        kv_layers = layers
+    bases = []
+    for i in range(_int_plain(info.metadata.get("general.base_model.count"))):
+        name = info.metadata.get(f"general.base_model.{i}.name") or info.metadata.get(
+            f"general.base_model.{i}.repo_url"
+        )
+        if isinstance(name, str) and name:
+            bases.append(name)
+    return ModelFacts(
+        path=str(info.path),
+        name=info.name,
+        architecture=info.architecture,
+        file_bytes=info.actual_size,
+        state_kind=state_kind,
+        layers=layers,
+        kv_layers=kv_layers,
+        kv_heads=kv_heads,
+        key_dim=_int(info, "attention.key_length") or head_dim,
+        value_dim=_int(info, "attention.value_length") or head_dim,
+        mtp_heads=info.nextn_layers,
+        base_models=tuple(bases),
+    )
+
+
+def _int_plain(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 64 else 0
+
+
+def gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the pair needs in memory at a context size: the weights and each model's KV cache."""
+
+    target_weights: int
+    drafter_weights: int
+    target_kv: int
+    drafter_kv: int
+    n_ctx: int
+    kv_type: str
+
+    @property
+    def total(self) -> int:
+        return self.target_weights + self.drafter_weights + self.target_kv + self.drafter_kv
+
+    def sentence(self) -> str:
+        weights = gb(self.target_weights) + (f" + {gb(self.drafter_weights)}" if self.drafter_weights else "")
+        if self.target_kv:
+            kv = gb(self.target_kv) + (f" + {gb(self.drafter_kv)}" if self.drafter_kv else "")
+            cache = f"a KV cache of {kv} for {self.n_ctx:,} tokens ({self.kv_type})"
+        else:
+            cache = "a recurrent state in place of a KV cache"
+        return (
+            f"About {gb(self.total)}: weights {weights}, and {cache}; llama.cpp adds its working buffers "
+            "(tens of MB on a CPU)."
+        )
+
+
+def memory_needed(target: ModelFacts, drafter: ModelFacts | None, n_ctx: int, kv_type: str) -> Memory:
+    """The pair's memory at n_ctx; a drafter that runs on the target's context (MTP heads) has no cache of its own."""
+    own_cache = drafter is not None and drafter.path != target.path and drafter.kv_layers > 0
+    return Memory(
+        target_weights=target.file_bytes,
+        drafter_weights=drafter.file_bytes if drafter is not None and drafter.path != target.path else 0,
+        target_kv=target.kv_cache_bytes(n_ctx, kv_type),
+        drafter_kv=drafter.kv_cache_bytes(n_ctx, kv_type) if own_cache else 0,
+        n_ctx=n_ctx,
+        kv_type=kv_type,
+    )
+
+
+def target_architecture(target: ModelFacts) -> str:
+    """What the target's architecture means for speculation, in a sentence."""
+    heads = (
+        f" It carries {target.mtp_heads} multi-token-prediction head{'s' if target.mtp_heads > 1 else ''}: "
+        "it can draft for itself (drafter mtp)."
+        if target.mtp_heads
+        else ""
+    )
+    if target.state_kind == "hybrid":
+        return (
+            f"The target ({target.name}) is a hybrid {target.architecture} model, recurrent layers beside "
+            f"attention ({target.kv_layers} of {target.layers} keep a KV cache): a recurrent state cannot drop "
+            "a suffix, so every verify pass keeps a state snapshot per drafted token and a rejected draft "
+            f"restores one: a rollback costs more than dropping KV cells.{heads}"
+        )
+    if target.state_kind == "recurrent":
+        return (
+            f"The target ({target.name}) is a recurrent {target.architecture} model: it undoes a rejected draft "
+            "only from state snapshots, where llama.cpp keeps them for its architecture; without them it "
+            f"decodes with no speculation.{heads}"
+        )
+    return (
+        f"The target ({target.name}) is a {target.architecture} transformer, {target.layers} layers: a rejected "
+        f"draft is dropped from its KV cache, which costs next to nothing.{heads}"
+    )
+
+
+KIND_WORDS = {
+    "model": "a draft model of its own",
+    "ngram": "an n-gram table of the conversation's own tokens (no model)",
+    "mtp": "the target's multi-token-prediction heads",
+    "assistant": "a Gemma 4 assistant model, which reads the target's hidden state",
+    "dflash": "a DFlash drafter, which reads the target's layers",
+    "dspark": "a DSpark drafter, which reads the target's layers",
+    "eagle3": "an EAGLE-3 drafter, which reads three of the target's layers",
+}
+
+
+def drafter_architecture(drafter: ModelFacts | None, kind: str) -> str:
+    """What kind of drafter this is, in a sentence."""
+    if kind == "none":
+        return "No drafter: every token is a plain target pass."
+    words = KIND_WORDS.get(kind, kind)
+    if drafter is None or (kind == "mtp" and drafter.mtp_heads and drafter.layers == drafter.mtp_heads):
+        return f"The drafter is {words}."
+    shape = f"a {drafter.architecture} model, {drafter.layers} layer{'s' if drafter.layers != 1 else ''}"
+    if drafter.state_kind:
+        shape += f", {drafter.state_kind}"
+    return f"The drafter ({drafter.name}) is {words}: {shape}."
+
+
+def _identity(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower().rsplit("/", 1)[-1])
+
+
+def made_for_rule(target: GGUFInfo, drafter: GGUFInfo, kind: str) -> Rule | None:
+    """Whether a drafter that reads the target's insides was made for this target: its width, and the
+    base its metadata names (general.base_model.*). None for a draft model of its own, which needs neither."""
+    if kind not in ("mtp", "assistant", "dflash", "dspark", "eagle3"):
+        return None
+    what, why_not = fits(target, drafter)
+    if why_not:
+        return Rule("made for this target", False, f"{drafter.path.name} {why_not}.", (f"it {why_not}",))
+    bases = model_facts(drafter, "").base_models
+    # Names of four characters or more: a file stem such as "t" would be found inside any name.
+    ours = {_identity(s) for s in (target.name, target.path.stem, *model_facts(target, "").base_models)}
+    ours = {name for name in ours if len(name) >= 4}
+    named = [b for b in bases if len(_identity(b)) >= 4]
+    if named and not any(_identity(b) in o or o in _identity(b) for b in named for o in ours):
+        reason = f"its metadata names {', '.join(named)} as its base, and the target is {target.name}"
+        return Rule(
+            "made for this target",
+            False,
+            f"{drafter.path.name} was trained for another target: {reason}.",
+            (f"it was trained for another target ({reason})",),
+        )
+    base = f", and names {', '.join(named)} as its base" if named else ""
+    return Rule("made for this target", True, f"{drafter.path.name} is {what}, as wide as the target{base}.")
+
+
+def mtp_rule(target: ModelFacts) -> Rule:
+    """The target's own heads: the one rule for drafter mtp."""
+    if target.mtp_heads:
+        return Rule("MTP heads", True, f"{target.name} carries {target.mtp_heads} multi-token-prediction head(s).")
+    reason = f"{target.name} carries no multi-token-prediction heads"
+    return Rule("MTP heads", False, f"{reason[0].upper()}{reason[1:]}: it cannot draft for itself.", (reason,))
+
+
+def _catalog_model(path: Path) -> catalog.CatalogModel | None:
+    return next((m for m in catalog.CATALOG.values() if m.filename.lower() == path.name.lower()), None)
+
+
+def _same_drafter(spec: str, drafter_path: str | None, wanted: str) -> bool:
+    """Whether the drafter in use is the one a catalog pair names (its key, "mtp", or its file)."""
+    if spec == wanted:
+        return True
+    model = catalog.lookup(wanted)
+    return model is not None and drafter_path is not None and Path(drafter_path).name.lower() == model.filename.lower()
+
+
+def suggest(target_path: Path, spec: str, drafter_path: str | None, compatible: bool) -> str:
+    """A better pair for this target in a sentence: the catalog's own where the target is a catalog
+    model, else what `--drafter auto` would find where this pair cannot draft; "" where none is better."""
+    target = _catalog_model(target_path)
+    if target is not None:
+        choices = (
+            [(catalog.DEFAULT_DRAFTER.key, catalog.DEFAULT_DRAFTER.title)] if target == catalog.DEFAULT_TARGET else []
+        )
+        choices += [(p.drafter_spec, p.title) for p in PAIRS if p.target == target]
+        if choices and not any(_same_drafter(spec, drafter_path, wanted) for wanted, _ in choices):
+            wanted, title = choices[0]
+            if wanted == "mtp":
+                return f"{target.title} drafts for itself: `draftlight pair {target.key} mtp` checks that pair."
+            return f"The catalog pairs {target.title} with {title}: `draftlight pair {target.key} {wanted}` checks that pair."
+        return ""
+    if compatible and spec != "none":
+        return ""
+    found = discover(target_path)
+    if found.spec is None or found.spec == drafter_path or found.spec == spec:
+        return ""
+    return f"{found.said} `draftlight pair {target_path} {found.spec}` checks that pair."

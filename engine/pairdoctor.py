@@ -1,0 +1,308 @@
+"""The pairing doctor: can this drafter draft for this target, and would it pay on this box?
+
+Each compatibility rule and whether it holds, what the architectures mean for a rollback,
+the memory the pair needs, an acceptance probe (greedy replies at depth 3 on the user's own
+recent prompts or the built-in ones, within a time budget), the speed the box profile
+predicts against plain decoding, and a better pair from the catalog where there is one.
+`draftlight pair` prints it; the app's pairing panel shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, speculation_pays, why_plain
+from engine.measure.profile import load_profile, saved_target_profile
+from engine.models import catalog
+from engine.models.compat import Rule, rules
+from engine.models.discover import discover, drafter_kind
+from engine.models.pairing import (
+    Memory,
+    ModelFacts,
+    drafter_architecture,
+    made_for_rule,
+    memory_needed,
+    model_facts,
+    mtp_rule,
+    suggest,
+    target_architecture,
+)
+from engine.pairprobe import (
+    PROBE_DEPTH,
+    PROBE_PROMPTS,
+    PROBE_SECONDS,
+    PROBE_TOKENS,
+    Probe,
+    ProbeProgress,
+    built_in_prompts,
+    run_probe,
+)
+from engine.runtime import Model, RuntimeOptions
+
+
+@dataclass(frozen=True)
+class Prediction:
+    sentence: str
+    depth: int | None = None
+    tps: float | None = None
+    plain_tps: float | None = None
+
+    @property
+    def speedup(self) -> float | None:
+        return self.tps / self.plain_tps if self.tps and self.plain_tps else None
+
+
+@dataclass(frozen=True)
+class PairReport:
+    target: ModelFacts
+    drafter: ModelFacts | None
+    drafter_spec: str  # as given: "default", a catalog key, a path, "mtp", "ngram", "auto", "none"
+    drafter_kind: str
+    rules: tuple[Rule, ...]
+    architecture: tuple[str, ...]
+    memory: Memory
+    prediction: Prediction
+    suggestion: str
+    options: RuntimeOptions
+    probe: Probe | None = None
+    found: str = ""  # with drafter auto: what was found, in a sentence
+
+    @property
+    def compatible(self) -> bool:
+        return self.drafter_kind != "none" and all(rule.holds for rule in self.rules)
+
+    @property
+    def verdict(self) -> str:
+        if self.drafter_kind == "none":
+            return "No drafter chosen: nothing to check."
+        if self.compatible:
+            return "The drafter can draft for this target."
+        return f"The drafter cannot draft for this target: {sum(not r.holds for r in self.rules)} rule(s) fail."
+
+    def lines(self, marks: tuple[str, str] = ("✓", "✗")) -> list[str]:
+        """The report as a doctor writes it: a line per rule with its mark, then the rest."""
+        drafter = self.drafter.name if self.drafter else self.drafter_kind
+        out = [f"Pairing: {self.target.name} + {drafter}", *([self.found] if self.found else []), self.verdict]
+        out += [f"  {marks[0] if r.holds else marks[1]} {r.name}: {r.sentence}" for r in self.rules]
+        out += ["Architecture:", *(f"  {line}" for line in self.architecture)]
+        out += [f"Memory: {self.memory.sentence()}"]
+        if self.probe is None:
+            out += ["Probe: not run (`draftlight pair` without --no-probe runs it)."]
+        else:
+            out += [f"Probe: {self.probe.summary()}"]
+            for p in self.probe.prompts:
+                rate = f"{p.acceptance:4.0%}" if p.acceptance is not None else "   -"
+                cut = ", cut short" if p.cut_short else ""
+                out += [f"  {p.name:14} {rate} ({p.accepted} of {p.drafted} drafts, {p.tokens} tokens{cut})"]
+        out += [f"Prediction: {self.prediction.sentence}"]
+        out += [f"Suggestion: {self.suggestion or 'none: no catalog pair is better for this target.'}"]
+        return out
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        del data["options"]
+        data.update(
+            compatible=self.compatible,
+            verdict=self.verdict,
+            memory=dict(data["memory"], total=self.memory.total, sentence=self.memory.sentence()),
+        )
+        data["prediction"]["speedup"] = self.prediction.speedup
+        if self.probe is not None:
+            data["probe"].update(
+                drafted=self.probe.drafted,
+                accepted=self.probe.accepted,
+                acceptance=self.probe.acceptance,
+                summary=self.probe.summary(),
+            )
+            for entry, p in zip(data["probe"]["prompts"], self.probe.prompts, strict=True):
+                entry["acceptance"] = p.acceptance
+        return data
+
+
+def _facts(path: Path) -> tuple[Model, ModelFacts]:
+    model = Model(path, vocab_only=True)
+    return model, model_facts(model.info, model.state_kind)
+
+
+def pair_report(
+    target: str | Path = "default",
+    drafter: str | Path = "default",
+    options: RuntimeOptions | None = None,
+    prompts: Sequence[tuple[str, str]] | None = None,
+    probe_seconds: float = PROBE_SECONDS,
+    max_tokens: int = PROBE_TOKENS,
+    max_prompts: int = PROBE_PROMPTS,
+    progress: ProbeProgress | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+    download: bool = True,
+) -> PairReport:
+    """The whole report; `probe_seconds` 0 leaves the probe out. `prompts`: (name, text) pairs, the
+    user's recent ones; None for the built-in prompts. Bad input raises DraftlightError with a sentence."""
+    options = options or RuntimeOptions()
+    target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, None, download)
+    spec, found = str(drafter), ""
+    if spec == "auto":
+        discovery = discover(target_path)
+        spec, found = discovery.spec or "none", discovery.said
+    keyword = spec in ("none", "ngram", "mtp")
+    drafter_path = (
+        None if keyword else catalog.resolve(catalog.DEFAULT_DRAFTER if spec == "default" else spec, None, download)
+    )
+    target_model, target_facts = _facts(target_path)
+    try:
+        kind = drafter_kind(target_path, drafter_path or spec)
+        drafter_facts, checks = None, ()
+        if kind == "mtp" and drafter_path is None:
+            drafter_facts, checks = None, (mtp_rule(target_facts),)
+        elif drafter_path is not None:
+            drafter_model, drafter_facts = _facts(drafter_path)
+            try:
+                made_for = made_for_rule(target_model.info, drafter_model.info, kind)
+                checks = (*rules(target_model, drafter_model), *((made_for,) if made_for else ()))
+            finally:
+                drafter_model.close()
+        profile = _profile(target_model, drafter_path, kind, options)
+    finally:
+        target_model.close()
+    architecture = [target_architecture(target_facts), drafter_architecture(drafter_facts, kind)]
+    if target_facts.state_kind and profile is not None and profile.rollback_s > 0:
+        share = profile.rollback_s / profile.target_rows_s[0]
+        architecture.append(
+            f"Undoing a rejected draft costs {profile.rollback_s * 1e3:.2f} ms on this box, {share:.1%} of a target pass."
+        )
+    elif target_facts.state_kind:
+        architecture.append("`draftlight tune` times what undoing a rejected draft costs on this box.")
+    report = PairReport(
+        target=target_facts,
+        drafter=drafter_facts,
+        drafter_spec=str(drafter),
+        drafter_kind=kind,
+        rules=checks,
+        architecture=tuple(architecture),
+        memory=memory_needed(target_facts, drafter_facts, options.n_ctx, options.kv_type),
+        prediction=predict_speed(
+            profile, None, target_path, drafter_path or spec, kind, all(rule.holds for rule in checks)
+        ),
+        suggestion="",
+        options=options,
+        found=found,
+    )
+    report = replace(
+        report, suggestion=suggest(target_path, spec, report.drafter and report.drafter.path, report.compatible)
+    )
+    if probe_seconds > 0:
+        report = probe_pair(report, prompts, probe_seconds, max_tokens, max_prompts, progress, cancelled)
+    return report
+
+
+def _profile(target: Model, drafter_path: Path | None, kind: str, options: RuntimeOptions) -> BoxProfile | None:
+    """This pair's saved box profile: a draft model's own; the target's rows, drafting free, for the rest."""
+    if kind == "none":
+        return None
+    if kind == "model" and drafter_path is not None:
+        return load_profile(target.path, drafter_path, options)
+    rows = saved_target_profile(target, options)
+    return replace(rows, drafter=kind, drafter_step_s=0.0, drafter_catch_up_s=0.0) if rows else None
+
+
+def _named(spec: Path | str) -> str:
+    """A model as a command takes it: its catalog key where it is a catalog file, else as given."""
+    model = catalog.lookup(Path(spec).name) if isinstance(spec, Path) else None
+    return model.key if model is not None else str(spec)
+
+
+def predict_speed(
+    profile: BoxProfile | None,
+    probe: Probe | None,
+    target_path: Path,
+    drafter: Path | str,
+    kind: str,
+    compatible: bool = True,
+) -> Prediction:
+    """The speed the box profile predicts against plain, at the probe's acceptance (else the profile's own)."""
+    if kind == "none":
+        return Prediction("No drafter: replies run plain.")
+    if not compatible:
+        return Prediction("None: this drafter cannot draft for this target, so replies would run plain.")
+    if profile is None:
+        return Prediction(
+            f"No box profile for this pair on this machine yet: `draftlight tune --target {_named(target_path)} "
+            f"--drafter {_named(drafter)}` measures what its rounds cost here (about a minute), and this report "
+            "then predicts its speed against plain decoding."
+        )
+    measured = probe is not None and probe.rounds
+    acceptance = conditional_acceptance(probe.rounds, profile.max_depth) if measured else list(profile.acceptance_prior)
+    if not acceptance:
+        return Prediction("The box profile has no acceptance to predict from: run the probe.")
+    best, rates = best_depth(profile, acceptance)
+    basis = f"the probe's acceptance ({probe.acceptance:.0%})" if measured else "the profile's calibration acceptance"
+    plain = rates[0]
+    if best > 0:
+        return Prediction(
+            f"At {basis}, depth {best} is predicted at {rates[best]:.1f} tok/s on this box against {plain:.1f} "
+            f"plain: {rates[best] / plain:.2f}x.",
+            best,
+            rates[best],
+            plain,
+        )
+    if not speculation_pays(profile):
+        return Prediction(why_plain(profile), 0, plain, plain)
+    return Prediction(
+        f"At {basis}, no depth beats plain decoding on this box ({plain:.1f} tok/s): the drafts are "
+        "rejected too often to pay for drafting and verifying them.",
+        0,
+        plain,
+        plain,
+    )
+
+
+def probe_pair(
+    report: PairReport,
+    prompts: Sequence[tuple[str, str]] | None = None,
+    seconds: float = PROBE_SECONDS,
+    max_tokens: int = PROBE_TOKENS,
+    max_prompts: int = PROBE_PROMPTS,
+    progress: ProbeProgress | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> PairReport:
+    """The report with its acceptance probe run (loading the pair) and its prediction made from it."""
+    source = "your recent prompts" if prompts else "the built-in prompts"
+    chosen = list(prompts or built_in_prompts())[:max_prompts]
+    if not report.compatible:
+        why = "no drafter is chosen" if report.drafter_kind == "none" else "this drafter cannot draft for this target"
+        probe = Probe(source, PROBE_DEPTH, 0.0, note=f"The probe did not run: {why}.")
+        return replace(report, probe=probe)
+    drafter_spec = report.drafter.path if report.drafter else report.drafter_kind  # "mtp", "ngram"
+    probe = run_probe(
+        report.target.path,
+        drafter_spec,
+        report.options,
+        chosen,
+        source,
+        seconds,
+        max_tokens,
+        progress or (lambda *_: None),
+        cancelled,
+    )
+    target_path = Path(report.target.path)
+    drafter = Path(report.drafter.path) if report.drafter else report.drafter_kind
+    profile = None
+    if probe.rounds:
+        model = Model(target_path, vocab_only=True)
+        try:
+            profile = _profile(
+                model, drafter if isinstance(drafter, Path) else None, report.drafter_kind, report.options
+            )
+        finally:
+            model.close()
+    prediction = (
+        predict_speed(profile, probe, target_path, drafter, report.drafter_kind) if probe.rounds else report.prediction
+    )
+    if not probe.speculates:
+        prediction = Prediction("None: this target cannot undo a rejected draft here, so replies run plain.")
+    architecture = report.architecture
+    if probe.rollback:  # what the loaded target said, in place of what its header suggests
+        architecture = (*architecture[:2], probe.rollback)
+    return replace(report, probe=probe, prediction=prediction, architecture=architecture)
