@@ -20,9 +20,12 @@ from pathlib import Path
 
 from engine.errors import ModelFileError
 
+ENGINE_ROOT = Path(__file__).resolve().parents[2]
+REFUSED, ABORTED = 3, 134  # the child's exit: llama.cpp returned no model; abort() as a shell reports it
 PROBE_TIMEOUT_S = 120.0  # metadata and shapes only: seconds even for a 20 GB model on a slow disk
 _known_good: set[tuple[str, int, int]] = set()
-_ASSERT = re.compile(r"(GGML_ASSERT\(.*\) failed|GGML_ABORT.*|[a-z_]+: .*(?:error|invalid|abort).*)", re.IGNORECASE)
+# ggml_abort writes "path/llama-model.cpp:1328: GGML_ASSERT(...) failed"; an uncaught C++ exception "what():  ..."
+_ABORT_LINE = re.compile(r"\.(?:c|cc|cpp|h|m):\d+: (.+)$|what\(\):\s*(.+)$")
 
 
 def _key(path: Path) -> tuple[str, int, int] | None:
@@ -49,7 +52,9 @@ def ensure_loadable(path: Path, vocab_only: bool = False, load_mtp: bool = False
     if key in _known_good or getattr(sys, "frozen", False):  # a bundle has no `python -m` to run
         return
     command = [sys.executable, "-m", "engine.runtime.probe", str(path), str(int(vocab_only)), str(int(load_mtp))]
-    env = {**os.environ, "GGML_NO_BACKTRACE": "1"}  # else ggml attaches gdb to print a backtrace
+    # The child finds this engine wherever the parent runs from; ggml would attach gdb for a backtrace.
+    paths = [str(ENGINE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "GGML_NO_BACKTRACE": "1"}
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT_S, env=env
@@ -59,9 +64,11 @@ def ensure_loadable(path: Path, vocab_only: bool = False, load_mtp: bool = False
             f"llama.cpp did not finish reading {path.name}'s metadata within {PROBE_TIMEOUT_S:.0f} s: "
             "the file is damaged or not a model llama.cpp can load."
         ) from None
-    if done.returncode in (0, 1):  # loaded, or refused with a reason the real load will give
-        if done.returncode == 0 and key is not None:
-            _known_good.add(key)
+    if done.returncode == 0 and key is not None:
+        _known_good.add(key)
+    if done.returncode >= 0 and done.returncode != ABORTED:
+        # Loaded; or refused (REFUSED), which the real load explains in llama.cpp's words; or the
+        # probe itself could not run, which is no reason to keep the user from the real load.
         return
     raise ModelFileError(
         f"llama.cpp cannot load {path.name}: {_reason(done.stderr)}. "
@@ -72,14 +79,14 @@ def ensure_loadable(path: Path, vocab_only: bool = False, load_mtp: bool = False
 def _reason(stderr: str) -> str:
     """llama.cpp's own words for the abort, without the source path: the assert that failed."""
     for line in reversed(stderr.splitlines()):
-        found = _ASSERT.search(line)
+        found = _ABORT_LINE.search(line.strip())
         if found:
-            return f"it stops at an internal check ({found.group(1).strip()})"
+            return f"it stops at an internal check ({(found.group(1) or found.group(2)).strip()[:300]})"
     return "it stops the process while loading it (no reason given)"
 
 
 def _main(argv: list[str]) -> int:
-    """The child: load with no weights allocated; 0 loaded, 1 refused (an abort never returns)."""
+    """The child: load with no weights allocated; 0 loaded, REFUSED refused (an abort never returns)."""
     import ctypes
 
     import llama_cpp.llama_cpp as llama
@@ -95,7 +102,7 @@ def _main(argv: list[str]) -> int:
     params.load_mtp = argv[2] == "1"
     ptr = llama.llama_model_load_from_file(argv[0].encode(), params)
     if not ptr:
-        return 1
+        return REFUSED
     llama.llama_model_free(ptr)
     return 0
 
