@@ -38,6 +38,7 @@ MAX_ARRAY_ITEMS = 1 << 26
 MAX_KV_PAIRS = 1 << 20
 MAX_TENSORS = 1 << 20
 MAX_TENSOR_BYTES = 1 << 40  # the largest single tensors (a giant MoE's experts) hold a few GB
+MAX_ALIGNMENT = 1 << 16  # writers use 32 (the default) or a page; more is a damaged field
 
 # ggml type id -> (elements per block, bytes per block); from ggml's type traits.
 _QK_K = 256
@@ -111,6 +112,7 @@ class GGUFInfo:
     expected_size: int  # bytes the file must hold for every tensor to be inside it
     actual_size: int
     tensor_names: frozenset[str] = frozenset()
+    header_bytes: int = 0  # where the tensor table ends: all that llama.cpp reads before the data
 
     @property
     def architecture(self) -> str:
@@ -288,7 +290,7 @@ def read_gguf(path: str | Path, keep_arrays: bool = False) -> GGUFInfo:
             f"{path.name} is truncated: it holds {size:,} bytes but its tensors need "
             f"{expected:,} ({100 * size / expected:.1f}% present). Fetch the file again."
         )
-    return GGUFInfo(path, version, metadata, n_tensors, expected, size, frozenset(names))
+    return GGUFInfo(path, version, metadata, n_tensors, expected, size, frozenset(names), header_end)
 
 
 def _read_metadata(r: _Reader, n_kv: int, keep_arrays: bool) -> tuple[dict[str, Any], int]:
@@ -307,9 +309,11 @@ def _read_metadata(r: _Reader, n_kv: int, keep_arrays: bool) -> tuple[dict[str, 
         value = r.value(vtype, key, keep_arrays)
         if key == "general.alignment":
             # llama.cpp requires a uint32 power of two: the data section starts at a multiple of it
-            if vtype != _UINT32 or value == 0 or value & (value - 1):
-                shown = repr(value) if vtype != _ARRAY else "an array"
-                raise r.corrupt(f"general.alignment is {shown}, not a power of two stored as uint32")
+            if vtype != _UINT32 or value == 0 or value & (value - 1) or value > MAX_ALIGNMENT:
+                shown = repr(value)[:40] if vtype != _ARRAY else "an array"
+                raise r.corrupt(
+                    f"general.alignment is {shown}, not a power of two up to {MAX_ALIGNMENT:,} stored as uint32"
+                )
             alignment = value
         if value is not None:
             metadata[key] = value

@@ -154,7 +154,7 @@ class Model:
         load_mtp = self.info.nextn_layers > 0
         if not vocab_only:  # llama.cpp reads no layer metadata for a vocabulary alone
             check_loadable(self.info)
-        ensure_loadable(self.path, vocab_only, load_mtp)  # what llama.cpp would abort on, in a child
+        ensure_loadable(self.info, vocab_only, load_mtp)  # what llama.cpp would abort on, in a child
         _init_backend()
         params = llama.llama_model_default_params()
         params.n_gpu_layers = self.options.gpu_layers

@@ -4,14 +4,17 @@ child, not the app.
 llama.cpp's loader stops the whole process (GGML_ASSERT, SIGABRT) on some metadata it does
 not expect: a `block_count` of 0 or past 512, more MTP layers than layers, expert counts
 that do not add up, and more per architecture. The header reader checks the ones we know
-(engine.runtime.limits); the probe catches the rest, whatever llama.cpp learns to assert
+(engine.runtime.loadcheck); the probe catches the rest, whatever llama.cpp learns to assert
 next. It loads with no_alloc (metadata and tensor shapes only, no weights read), so it
 costs a process start and a header's read. A file proven whole by its published checksum
-(the catalog's) or probed once already in this process is not probed again.
+(the catalog's) is not probed, and a verdict is remembered for the process by the header's
+digest and the file's size (all a metadata-only load reads), so the same model written again
+elsewhere is not probed twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -19,11 +22,13 @@ import sys
 from pathlib import Path
 
 from engine.errors import ModelFileError
+from engine.runtime.gguf import GGUFInfo
 
 ENGINE_ROOT = Path(__file__).resolve().parents[2]
 REFUSED, ABORTED = 3, 134  # the child's exit: llama.cpp returned no model; abort() as a shell reports it
 PROBE_TIMEOUT_S = 120.0  # metadata and shapes only: seconds even for a 20 GB model on a slow disk
-_known_good: set[tuple[str, int, int]] = set()
+_trusted: set[tuple[str, int, int]] = set()  # (path, size, mtime) of checksum-proven files
+_loaded: set[tuple[str, int, bool, bool]] = set()  # (header digest, size, vocab_only, load_mtp) probed fine
 # ggml_abort writes "path/llama-model.cpp:1328: GGML_ASSERT(...) failed"; an uncaught C++ exception "what():  ..."
 _ABORT_LINE = re.compile(r"\.(?:c|cc|cpp|h|m):\d+: (.+)$|what\(\):\s*(.+)$")
 
@@ -40,16 +45,28 @@ def trust(path: str | Path) -> None:
     """Mark a file as loadable without a probe (its checksum proved it the published file)."""
     key = _key(Path(path))
     if key is not None:
-        _known_good.add(key)
+        _trusted.add(key)
 
 
-def ensure_loadable(path: Path, vocab_only: bool = False, load_mtp: bool = False) -> None:
-    """Raise ModelFileError if llama.cpp would abort loading path; return quietly otherwise.
+def _header_key(info: GGUFInfo, vocab_only: bool, load_mtp: bool) -> tuple[str, int, bool, bool] | None:
+    try:
+        with info.path.open("rb") as f:
+            digest = hashlib.sha256(f.read(info.header_bytes)).hexdigest()
+    except OSError:
+        return None
+    return (digest, info.actual_size, vocab_only, load_mtp)
+
+
+def ensure_loadable(info: GGUFInfo, vocab_only: bool = False, load_mtp: bool = False) -> None:
+    """Raise ModelFileError if llama.cpp would abort loading the file info describes; else return.
 
     A load llama.cpp merely refuses (returns no model) passes: the real load then says why.
     """
-    key = _key(path)
-    if key in _known_good or getattr(sys, "frozen", False):  # a bundle has no `python -m` to run
+    path = info.path
+    if _key(path) in _trusted or getattr(sys, "frozen", False):  # a bundle has no `python -m` to run
+        return
+    key = _header_key(info, vocab_only, load_mtp)
+    if key is not None and key in _loaded:
         return
     command = [sys.executable, "-m", "engine.runtime.probe", str(path), str(int(vocab_only)), str(int(load_mtp))]
     # The child finds this engine wherever the parent runs from; ggml would attach gdb for a backtrace.
@@ -65,7 +82,7 @@ def ensure_loadable(path: Path, vocab_only: bool = False, load_mtp: bool = False
             "the file is damaged or not a model llama.cpp can load."
         ) from None
     if done.returncode == 0 and key is not None:
-        _known_good.add(key)
+        _loaded.add(key)
     if done.returncode >= 0 and done.returncode != ABORTED:
         # Loaded; or refused (REFUSED), which the real load explains in llama.cpp's words; or the
         # probe itself could not run, which is no reason to keep the user from the real load.

@@ -189,7 +189,7 @@ def test_an_abort_no_check_foresees_is_caught_by_the_probe(tmp_path):
 def test_the_probe_names_the_assert_it_met(good, tmp_path):
     path = write(tmp_path, set_field(good, kv_value(good, "llama.block_count"), 0))
     with pytest.raises(ModelFileError, match=r"GGML_ASSERT\(hparams\.n_layer_all > 0 && "):
-        ensure_loadable(path)
+        ensure_loadable(read_gguf(path))
 
 
 # ---- item 8: llama.cpp's own reason reaches the sentence
