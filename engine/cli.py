@@ -139,9 +139,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         from engine.models.pairs import PAIRS
 
         for m in catalog.CATALOG.values():
-            here = catalog.models_dir() / m.filename
-            state = "ready" if here.exists() else "not fetched"
-            print(f"{m.key:22} {m.title:48} {m.size / 1e6:8,.0f} MB  {state}")
+            print(f"{m.key:22} {m.title:48} {m.size / 1e6:8,.0f} MB  {catalog.cache_state(m)}")
         print("\nPairs that draft for themselves, with what their users measured (not us: see the links):")
         for pair in PAIRS:
             print(pair.describe())

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import ModelFileError, ModelNotAvailable
-from engine.runtime.gguf import read_gguf
+from engine.models.housekeeping import remove_stale_partials
+from engine.runtime.gguf import TruncatedModelFile, read_gguf
+from engine.runtime.probe import trust
 
 Progress = Callable[[int, int, str], None]  # (bytes done, bytes total, what)
 BLOCK = 4 << 20
@@ -203,6 +205,7 @@ def verify(model: CatalogModel, path: Path, progress: Progress | None = None, st
     current = {**_stamp_of(path), "sha256": model.sha256}
     try:
         if json.loads(stamp.read_text()) == current:
+            trust(path)  # the published file: llama.cpp loads it without a probe
             return True
     except (OSError, ValueError):
         pass
@@ -218,7 +221,31 @@ def verify(model: CatalogModel, path: Path, progress: Progress | None = None, st
         stamp.write_text(json.dumps(current))
     except OSError:
         pass  # a read-only location: the hash is simply checked again next time
+    if model.sha256:
+        trust(path)
     return True
+
+
+def cache_state(model: CatalogModel) -> str:
+    """What `models --list` says of the model's file in the cache, from its size and header alone."""
+    path = models_dir() / model.filename
+    if not path.is_file():
+        return "not fetched"
+    size = path.stat().st_size
+    try:
+        if json.loads(_stamp_path(path).read_text()) == {**_stamp_of(path), "sha256": model.sha256}:
+            return "ready"
+    except (OSError, ValueError):
+        pass
+    try:
+        read_gguf(path)
+    except TruncatedModelFile:
+        return f"incomplete ({size / 1e6:,.0f} MB of {model.size / 1e6:,.0f}): fetch it again"
+    except ModelFileError:
+        return "damaged: fetch it again"
+    if size != model.size:
+        return f"not the catalog's file ({size / 1e6:,.0f} MB): fetch it again"
+    return "fetched (checked on first use)"
 
 
 # ---- sources ------------------------------------------------------------------------
@@ -246,6 +273,7 @@ def chunk_paths(model: CatalogModel) -> list[Path] | None:
 def assemble(model: CatalogModel, parts: list[Path], dest: Path, progress: Progress | None = None) -> Path:
     """Concatenate parts into dest, hashing on the way; atomic: a partial file is never dest."""
     dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(dest.parent)  # ~the model's size each, left by an assembly that was killed
     tmp = dest.with_name(dest.name + f".partial-{os.getpid()}")
     digest = hashlib.sha256()
     done = 0
@@ -272,6 +300,7 @@ def assemble(model: CatalogModel, parts: list[Path], dest: Path, progress: Progr
     finally:
         tmp.unlink(missing_ok=True)
     _stamp_path(dest).write_text(json.dumps({**_stamp_of(dest), "sha256": model.sha256}))
+    trust(dest)
     return dest
 
 
@@ -324,6 +353,8 @@ def resolve(spec: str | Path | CatalogModel, progress: Progress | None = None, d
             return path
     tried: list[str] = []
 
+    if models_dir().is_dir():
+        remove_stale_partials(models_dir())
     cached = models_dir() / model.filename
     if verify(model, cached, progress):
         return cached

@@ -1,8 +1,18 @@
 """A small GGUF header reader: enough to validate a file before llama.cpp sees it.
 
 It reads the key/value metadata and the tensor table, and from them the size the file
-must have. A text file renamed to .gguf or a download cut short is caught here with a
-sentence that says which, instead of a failed load deep inside llama.cpp.
+must have. A text file renamed to .gguf, a download cut short and a damaged header are
+each caught here with a sentence that says which, instead of a failed load (or an abort)
+deep inside llama.cpp.
+
+Model files come from strangers, so every count, length and dimension is bounded by what
+the file's size allows before anything is read or allocated: a string can be no longer
+than the bytes left, an array can hold no more items than the bytes left could spell, a
+tensor has at most GGML_MAX_DIMS dimensions, and its data must lie inside the file. Every
+loop therefore ends within the file, and nothing read is larger than the file. A claim
+past the file's end is "cut short" where an honest writer could have made it (the file
+then simply ends early) and "damaged" where no writer would (a count or length past the
+sanity limits below, an unknown type, an impossible shape or offset).
 """
 
 from __future__ import annotations
@@ -16,6 +26,19 @@ from engine.errors import ModelFileError
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
+GGML_MAX_DIMS = 4  # ggml.h: a tensor has at most 4 dimensions
+GGML_MAX_NAME = 64  # ggml.h: a tensor's name, with its terminating zero
+INT64_MAX = (1 << 63) - 1
+# Sanity limits: no GGUF writer makes more. A claim past one is damage, not an early end of
+# the file. (llama.cpp allows strings and arrays up to 2^30; the largest vocabularies hold
+# about 260,000 tokens, the largest chat templates tens of kilobytes, the largest models
+# tens of thousands of tensors.)
+MAX_STRING_BYTES = 16 << 20
+MAX_ARRAY_ITEMS = 1 << 26
+MAX_KV_PAIRS = 1 << 20
+MAX_TENSORS = 1 << 20
+MAX_TENSOR_BYTES = 1 << 40  # the largest single tensors (a giant MoE's experts) hold a few GB
+MAX_ALIGNMENT = 1 << 16  # writers use 32 (the default) or a page; more is a damaged field
 
 # ggml type id -> (elements per block, bytes per block); from ggml's type traits.
 _QK_K = 256
@@ -62,7 +85,20 @@ _SCALARS = {
     0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
     10: "<Q", 11: "<q", 12: "<d",
 }  # fmt: skip
-_STRING, _ARRAY = 8, 9
+_STRING, _ARRAY, _UINT32 = 8, 9, 4
+_U64 = struct.Struct("<Q")
+# The fewest bytes one item of a type takes: what bounds an array's count by the bytes left.
+_MIN_BYTES = {**{t: struct.calcsize(f) for t, f in _SCALARS.items()}, _STRING: 8}
+_MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, a one-byte key, value type, a one-byte value
+_MIN_TENSOR_BYTES = 8 + 1 + 4 + 4 + 8  # name length, a one-byte name, n_dims, type, offset
+
+
+class TruncatedModelFile(ModelFileError):
+    """The file ends before its header or its data does: a download or copy that did not finish."""
+
+
+class CorruptModelFile(ModelFileError):
+    """The header holds what no GGUF writer makes: impossible counts, lengths, types, shapes, offsets."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +112,7 @@ class GGUFInfo:
     expected_size: int  # bytes the file must hold for every tensor to be inside it
     actual_size: int
     tensor_names: frozenset[str] = frozenset()
+    header_bytes: int = 0  # where the tensor table ends: all that llama.cpp reads before the data
 
     @property
     def architecture(self) -> str:
@@ -98,53 +135,134 @@ class GGUFInfo:
 
 
 class _Reader:
+    """Reads a header field by field, never past the file's end, never more than it holds.
+
+    Fields are sliced from a window of the file held in memory (a vocabulary is hundreds of
+    thousands of tiny fields: a system call each would cost seconds).
+    """
+
+    WINDOW = 1 << 20
+
     def __init__(self, f: BinaryIO, path: Path, size: int) -> None:
         self.f, self.path, self.size = f, path, size
+        self.pos = f.tell()
+        self.buf, self.buf_start = b"", self.pos
 
-    def read(self, n: int) -> bytes:
-        data = self.f.read(n)
-        if len(data) != n:
-            raise ModelFileError(
-                f"{self.path} is cut short: its header ends at byte {self.size:,}; "
-                "the download or copy did not finish. Fetch the file again."
-            )
-        return data
+    @property
+    def left(self) -> int:
+        return self.size - self.pos
 
-    def unpack(self, fmt: str) -> Any:
-        return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
+    def cut_short(self, what: str) -> ModelFileError:
+        return TruncatedModelFile(
+            f"{self.path.name} is cut short: it ends at byte {self.size:,}, inside its header ({what}); "
+            "the download or copy did not finish. Fetch the file again."
+        )
 
-    def string(self) -> str:
-        n = self.unpack("<Q")
-        if n > self.size:
-            raise ModelFileError(f"{self.path} has a corrupt header (a string of {n:,} bytes).")
-        return self.read(n).decode("utf-8", errors="replace")
+    def corrupt(self, what: str) -> ModelFileError:
+        return CorruptModelFile(
+            f"{self.path.name} has a corrupt header: {what}. The file is damaged (or was not written "
+            "by a GGUF tool); fetch it again."
+        )
 
-    def value(self, vtype: int, keep_arrays: bool) -> Any:
+    def read(self, n: int, what: str) -> bytes:
+        if n > self.left:
+            raise self.cut_short(what)
+        at = self.pos - self.buf_start
+        if at + n > len(self.buf):
+            self.f.seek(self.pos)
+            self.buf, self.buf_start, at = self.f.read(max(n, self.WINDOW)), self.pos, 0
+            if len(self.buf) < n:  # the file shrank while being read
+                raise self.cut_short(what)
+        self.pos += n
+        return self.buf[at : at + n]
+
+    def skip(self, n: int, what: str) -> None:
+        if n > self.left:
+            raise self.cut_short(what)
+        self.pos += n
+
+    def unpack(self, fmt: str, what: str) -> Any:
+        return struct.unpack(fmt, self.read(struct.calcsize(fmt), what))[0]
+
+    def count(self, what: str, item_bytes: int, limit: int) -> int:
+        """A count of items at least item_bytes each, bounded by the sanity limit and the bytes left."""
+        n = self.unpack("<Q", what)
+        if n > limit:
+            raise self.corrupt(f"{what} is {n:,}, more than any model has")
+        if n * item_bytes > self.left:
+            raise self.cut_short(f"{what} is {n:,}, which needs more bytes than remain")
+        return n
+
+    def string_length(self, what: str) -> int:
+        n = self.unpack("<Q", what)
+        if n > MAX_STRING_BYTES:
+            raise self.corrupt(f"{what} claims {n:,} bytes")
+        if n > self.left:
+            raise self.cut_short(f"{what} claims {n:,} bytes and {self.left:,} remain")
+        return n
+
+    def string(self, what: str) -> str:
+        n = self.string_length(what)
+        return self.read(n, what).decode("utf-8", errors="replace")
+
+    def value(self, vtype: int, key: str, keep_arrays: bool) -> Any:
+        """One metadata value; arrays are read flat (GGUF has no arrays of arrays) or skipped."""
         if vtype in _SCALARS:
-            return self.unpack(_SCALARS[vtype])
+            return self.unpack(_SCALARS[vtype], f"the value of {key!r}")
         if vtype == _STRING:
-            return self.string()
-        if vtype == _ARRAY:
-            item_type, count = self.unpack("<I"), self.unpack("<Q")
-            if item_type in _SCALARS and not keep_arrays:
-                self.f.seek(struct.calcsize(_SCALARS[item_type]) * count, 1)
+            return self.string(f"the value of {key!r}")
+        if vtype != _ARRAY:
+            raise self.corrupt(f"{key!r} has value type {vtype}, which GGUF does not define")
+        item_type = self.unpack("<I", f"the item type of {key!r}")
+        if item_type == _ARRAY:
+            raise self.corrupt(f"{key!r} is an array of arrays, which GGUF does not allow")
+        if item_type not in _MIN_BYTES:
+            raise self.corrupt(f"{key!r} is an array of value type {item_type}, which GGUF does not define")
+        n = self.count(f"the item count of {key!r}", _MIN_BYTES[item_type], MAX_ARRAY_ITEMS)
+        if item_type in _SCALARS:
+            if not keep_arrays:
+                self.skip(_MIN_BYTES[item_type] * n, f"the items of {key!r}")
                 return None
-            items = [self.value(item_type, keep_arrays) for _ in range(count)]
-            return items if keep_arrays else None
-        raise ModelFileError(f"{self.path} has a corrupt header (value type {vtype}).")
+            fmt = _SCALARS[item_type]
+            data = self.read(_MIN_BYTES[item_type] * n, f"the items of {key!r}")
+            return list(struct.unpack(f"<{n}{fmt[1]}", data))
+        if keep_arrays:
+            return [self.string(f"an item of {key!r}") for _ in range(n)]
+        self.skip_strings(n, f"an item of {key!r}")
+        return None
+
+    def skip_strings(self, n: int, what: str) -> None:
+        """Skip n strings (a vocabulary): the checks of string_length, in a loop tight enough for 10^5 items."""
+        unpack_from, size = _U64.unpack_from, self.size
+        for _ in range(n):
+            at = self.pos - self.buf_start
+            if at + 8 > len(self.buf):
+                self.skip(self.string_length(what), what)
+                continue
+            length = unpack_from(self.buf, at)[0]
+            self.pos += 8
+            if length > MAX_STRING_BYTES or self.pos + length > size:
+                self.pos -= 8
+                self.string_length(what)  # raises, with the reason
+            self.pos += length
+
+
+def _open_checked(path: Path) -> int:
+    if not path.exists():
+        raise ModelFileError(f"No model file at {path}.")
+    if path.is_dir():
+        raise ModelFileError(f"{path} is a folder; choose a .gguf file inside it.")
+    return path.stat().st_size
 
 
 def read_gguf(path: str | Path, keep_arrays: bool = False) -> GGUFInfo:
     """Read and check a GGUF file's header; raise ModelFileError with a reason if it is bad.
 
-    Arrays (the vocabulary, merges) are skipped unless keep_arrays is set.
+    Arrays (the vocabulary, merges) are skipped unless keep_arrays is set. Only the header
+    is read: the cost is the header's size, whatever the file's.
     """
     path = Path(path).expanduser()
-    if not path.exists():
-        raise ModelFileError(f"No model file at {path}.")
-    if path.is_dir():
-        raise ModelFileError(f"{path} is a folder; choose a .gguf file inside it.")
-    size = path.stat().st_size
+    size = _open_checked(path)
     try:
         with path.open("rb") as f:
             magic = f.read(4)
@@ -155,38 +273,97 @@ def read_gguf(path: str | Path, keep_arrays: bool = False) -> GGUFInfo:
                     "not 'GGUF'). Choose a .gguf file made for llama.cpp."
                 )
             r = _Reader(f, path, size)
-            version = r.unpack("<I")
+            version = r.unpack("<I", "the version")
             if version not in (2, 3):
                 raise ModelFileError(f"{path.name} is GGUF version {version}; versions 2 and 3 are supported.")
-            n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
-            metadata: dict[str, Any] = {}
-            for _ in range(n_kv):
-                key = r.string()
-                vtype = r.unpack("<I")
-                value = r.value(vtype, keep_arrays)
-                if value is not None:
-                    metadata[key] = value
-            end = 0
-            names: set[str] = set()
-            for _ in range(n_tensors):
-                names.add(r.string())
-                n_dims = r.unpack("<I")
-                n_elements = 1
-                for _ in range(n_dims):
-                    n_elements *= r.unpack("<Q")
-                ggml_type, offset = r.unpack("<I"), r.unpack("<Q")
-                block, block_bytes = GGML_TYPE_SIZES.get(ggml_type, (0, 0))
-                if block:
-                    end = max(end, offset + n_elements // block * block_bytes)
-            alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT))
-            header_end = f.tell()
-            data_start = (header_end + alignment - 1) // alignment * alignment
+            n_tensors = r.count("the tensor count", _MIN_TENSOR_BYTES, MAX_TENSORS)
+            n_kv = r.count("the metadata count", _MIN_KV_BYTES, MAX_KV_PAIRS)
+            metadata, alignment = _read_metadata(r, n_kv, keep_arrays)
+            names, end = _read_tensor_table(r, n_tensors, alignment)
+            header_end = r.pos
     except OSError as exc:
         raise ModelFileError(f"Cannot read {path}: {exc.strerror}.") from exc
+    data_start = (header_end + alignment - 1) // alignment * alignment
     expected = data_start + end
     if size < expected:
-        raise ModelFileError(
+        raise TruncatedModelFile(
             f"{path.name} is truncated: it holds {size:,} bytes but its tensors need "
             f"{expected:,} ({100 * size / expected:.1f}% present). Fetch the file again."
         )
-    return GGUFInfo(path, version, metadata, n_tensors, expected, size, frozenset(names))
+    return GGUFInfo(path, version, metadata, n_tensors, expected, size, frozenset(names), header_end)
+
+
+def _read_metadata(r: _Reader, n_kv: int, keep_arrays: bool) -> tuple[dict[str, Any], int]:
+    """The key/value pairs (arrays skipped unless kept) and the data section's alignment."""
+    metadata: dict[str, Any] = {}
+    seen: set[str] = set()
+    alignment = DEFAULT_ALIGNMENT
+    for i in range(n_kv):
+        key = r.string(f"the name of metadata key {i:,}")
+        if not key:
+            raise r.corrupt(f"metadata key {i:,} has an empty name")
+        if key in seen:
+            raise r.corrupt(f"the key {key!r} appears twice")
+        seen.add(key)
+        vtype = r.unpack("<I", f"the value type of {key!r}")
+        value = r.value(vtype, key, keep_arrays)
+        if key == "general.alignment":
+            # llama.cpp requires a uint32 power of two: the data section starts at a multiple of it
+            if vtype != _UINT32 or value == 0 or value & (value - 1) or value > MAX_ALIGNMENT:
+                shown = repr(value)[:40] if vtype != _ARRAY else "an array"
+                raise r.corrupt(
+                    f"general.alignment is {shown}, not a power of two up to {MAX_ALIGNMENT:,} stored as uint32"
+                )
+            alignment = value
+        if value is not None:
+            metadata[key] = value
+    return metadata, alignment
+
+
+def _read_tensor_table(r: _Reader, n_tensors: int, alignment: int) -> tuple[set[str], int]:
+    """The tensors' names, and where the last one's data ends (from the data section's start).
+
+    As llama.cpp requires, each tensor's data starts where the one before it ends (padded to
+    the alignment): an offset elsewhere is damage, not a short file.
+    """
+    names: set[str] = set()
+    expected_offset = end = 0
+    for i in range(n_tensors):
+        name = r.string(f"the name of tensor {i:,}")
+        if len(name.encode("utf-8")) >= GGML_MAX_NAME:
+            raise r.corrupt(
+                f"tensor {i:,}'s name is {len(name):,} characters, longer than ggml allows ({GGML_MAX_NAME - 1})"
+            )
+        if name in names:
+            raise r.corrupt(f"the tensor name {name!r} appears twice")
+        names.add(name)
+        n_dims = r.unpack("<I", f"the dimension count of {name!r}")
+        if n_dims > GGML_MAX_DIMS:
+            raise r.corrupt(f"tensor {name!r} claims {n_dims:,} dimensions (at most {GGML_MAX_DIMS})")
+        dims = [r.unpack("<q", f"a dimension of {name!r}") for _ in range(n_dims)]
+        n_elements = 1
+        for d in dims:
+            if d < 0:
+                raise r.corrupt(f"tensor {name!r} has a dimension of {d:,}")
+            n_elements *= d
+        if n_elements > INT64_MAX:
+            raise r.corrupt(f"tensor {name!r} has shape {dims}, more elements than ggml can count")
+        ggml_type = r.unpack("<I", f"the type of {name!r}")
+        if ggml_type not in GGML_TYPE_SIZES:
+            raise r.corrupt(f"tensor {name!r} has type {ggml_type}, which ggml does not know")
+        block, block_bytes = GGML_TYPE_SIZES[ggml_type]
+        if dims and dims[0] % block:
+            raise r.corrupt(
+                f"tensor {name!r} has rows of {dims[0]:,} elements, not a multiple of its type's block ({block})"
+            )
+        offset = r.unpack("<Q", f"the data offset of {name!r}")
+        if offset != expected_offset:
+            raise r.corrupt(
+                f"tensor {name!r} claims its data at offset {offset:,}, where the tensors before it end at {expected_offset:,}"
+            )
+        n_bytes = n_elements // block * block_bytes
+        if n_bytes > MAX_TENSOR_BYTES:
+            raise r.corrupt(f"tensor {name!r} has shape {dims}: {n_bytes:,} bytes, more than any model's tensor")
+        end = offset + n_bytes
+        expected_offset = (end + alignment - 1) // alignment * alignment
+    return names, end

@@ -21,7 +21,7 @@ import numpy as np
 
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime.llama import Context
-from engine.runtime.model import KV_TYPES, _log_state
+from engine.runtime.model import KV_TYPES, clear_log, llama_reason
 
 _FLOATS = ctypes.POINTER(ctypes.c_float)
 
@@ -84,9 +84,10 @@ class DraftContext:
             params.ctx_type = llama.LLAMA_CONTEXT_TYPE_MTP
         params.ctx_other = target.ptr
         params.no_perf = True
+        clear_log()
         ptr = llama.llama_init_from_model(model.ptr, params)
         if not ptr:
-            reason = "; ".join(_log_state["recent"]) or "out of memory?"
+            reason = llama_reason() or "out of memory?"
             raise RuntimeFailure(f"llama.cpp could not make a context for {what}: {reason}")
         self.ptr = ptr
         self.memory = llama.llama_get_memory(ptr)

@@ -17,7 +17,7 @@ import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
 from engine.errors import ContextFullError, RuntimeFailure
-from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, _log_state
+from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
 from engine.runtime.side import SideWork
 
 # On a GPU, a wait for logits longer than this means the device was still computing: the
@@ -55,9 +55,10 @@ class Context:
             # batch, so a verify pass can be undone by as many tokens as it drafted. llama.cpp
             # sets this to 0 for architectures without snapshot support.
             params.n_rs_seq = max_rows - 1
+        clear_log()
         ptr = llama.llama_init_from_model(model.ptr, params)
         if not ptr:
-            reason = "; ".join(_log_state["recent"]) or "out of memory?"
+            reason = llama_reason() or "out of memory?"
             raise RuntimeFailure(f"llama.cpp could not create a context for {model.path.name}: {reason}")
         self.ptr = ptr
         self.memory = llama.llama_get_memory(ptr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +18,19 @@ import llama_cpp.llama_cpp as llama
 
 from engine.errors import ModelFileError
 from engine.runtime.gguf import GGUFInfo, read_gguf
+from engine.runtime.loadcheck import check_loadable
+from engine.runtime.probe import ensure_loadable
 
 KV_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
 _log_lock = threading.Lock()
-_log_state = {"verbose": False, "recent": []}
+_log_state: dict = {"verbose": False, "keeping": False, "recent": []}  # recent: (level, text)
 _backend_ready = False
+
+
+# "llama_model_load: error loading model: error loading model architecture: " before the reason
+_LOG_PREFIX = re.compile(r"^(?:[a-z_0-9]+: |error loading model[a-z ]*: )+")
+# ggml.h's enum ggml_log_level
+GGML_LOG_LEVEL_WARN, GGML_LOG_LEVEL_ERROR, GGML_LOG_LEVEL_CONT = 3, 4, 5
 
 
 @llama.llama_log_callback
@@ -29,10 +38,33 @@ def _log_callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
     message = text.decode("utf-8", errors="replace")
     if _log_state["verbose"]:
         os.write(2, text)
-    if level in (2, 3):  # warnings and errors are kept to explain a failed load
-        recent = _log_state["recent"]
-        recent.append(message.strip())
+    recent = _log_state["recent"]
+    if level == GGML_LOG_LEVEL_CONT:  # the rest of the line before it: kept if that was
+        if _log_state["keeping"] and recent:
+            recent[-1] = (recent[-1][0], recent[-1][1] + message.rstrip("\n"))
+        return
+    # Warnings and errors are kept to explain a failed load: llama.cpp says why at ERROR.
+    _log_state["keeping"] = level in (GGML_LOG_LEVEL_WARN, GGML_LOG_LEVEL_ERROR)
+    if _log_state["keeping"]:
+        recent.append((level, message.strip()))
         del recent[:-20]
+
+
+def clear_log() -> None:
+    """Forget what llama.cpp said so far: llama_reason() then speaks of the next call alone."""
+    _log_state["recent"].clear()
+
+
+def llama_reason() -> str:
+    """llama.cpp's own words for its latest failure: its error lines (else its warnings), or ""."""
+    recent = _log_state["recent"]
+    errors = [text for level, text in recent if level == GGML_LOG_LEVEL_ERROR] or [text for _, text in recent]
+    said: list[str] = []
+    for line in errors:
+        text = _LOG_PREFIX.sub("", line).strip()
+        if text and not text.startswith("failed to load model") and text not in said:
+            said.append(text)
+    return "; ".join(said)[:600]
 
 
 def set_verbose(verbose: bool) -> None:
@@ -119,17 +151,21 @@ class Model:
         self.options = options or RuntimeOptions()
         self.path = Path(path).expanduser()
         self.info: GGUFInfo = read_gguf(self.path)
+        load_mtp = self.info.nextn_layers > 0
+        if not vocab_only:  # llama.cpp reads no layer metadata for a vocabulary alone
+            check_loadable(self.info)
+        ensure_loadable(self.info, vocab_only, load_mtp)  # what llama.cpp would abort on, in a child
         _init_backend()
         params = llama.llama_model_default_params()
         params.n_gpu_layers = self.options.gpu_layers
         params.use_extra_bufts = not self.options.exact
         params.vocab_only = vocab_only
         # A model's own MTP heads load with it, so it can draft for itself (engine.drafting.mtp).
-        params.load_mtp = self.info.nextn_layers > 0
-        _log_state["recent"].clear()
+        params.load_mtp = load_mtp
+        clear_log()
         ptr = llama.llama_model_load_from_file(str(self.path).encode(), params)
         if not ptr:
-            reason = "; ".join(line for line in _log_state["recent"] if line) or "no reason given"
+            reason = llama_reason() or "no reason given"
             raise ModelFileError(f"llama.cpp could not load {self.path.name}: {reason}")
         self.ptr = ptr
         self.vocab = llama.llama_model_get_vocab(ptr)

@@ -75,10 +75,16 @@ def _writer(path: Path, arch: str, name: str, n_ff: int, blocks: int = 2, n_embd
 
 
 def _finish(w) -> None:
+    from engine.runtime.probe import trust
+
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    # Written here to llama.cpp's own test shapes: no child-process load probe needed (it has
+    # its own tests, tests/engine/runtime/test_gguf_limits.py; a probe per file costs seconds
+    # on a loaded box).
+    trust(w.path)
 
 
 def mamba(path: Path, seed: int = 7, stdev: float = 0.1) -> Path:
