@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Lowest first. A module may import its own layer's modules and any layer below it.
 LAYERS = (
     ("engine.errors", "engine.depth", "engine.progress"),
-    ("engine.events", "engine.sampling", "engine.chat"),
+    ("engine.events", "engine.sampling", "engine.templating", "engine.chat"),
     ("engine.runtime",),
     ("engine.models",),
     ("engine.drafting",),
