@@ -222,7 +222,8 @@ class EngineWorker(QObject):
             if self.engine is None:
                 raise DraftlightError("No model is loaded yet.")
             engine = self.engine
-            prompt = engine.tokenize_prompt(engine.render(list(request.messages), request.thinking))
+            rendered = engine.render(list(request.messages), request.thinking, cancelled=self._cancel.is_set)
+            prompt = engine.tokenize_prompt(rendered)
             config = request.config
             was_plain = bool(engine.plain_reason)
             policy = engine.depth_policy(config.depth, progress=self._tuning)  # Auto's first use measures the box

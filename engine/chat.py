@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import jinja2
 from jinja2.sandbox import SecurityError
 
-from engine.errors import ChatTemplateError, DraftlightError
+from engine.errors import ChatTemplateError, ContextFullError, DraftlightError
 from engine.templating import MAX_ITEMS, RENDER_SECONDS, RenderBudget, Sandbox, TooLarge
 
 if TYPE_CHECKING:  # the model is only read here: chat stays below the runtime
@@ -106,8 +106,9 @@ class TextStream:
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
-    def push(self, piece: bytes) -> str:
-        return self._decoder.decode(piece)
+    def push(self, piece: bytes, final: bool = False) -> str:
+        """The whole characters `piece` completes; with `final`, a character it leaves cut is U+FFFD."""
+        return self._decoder.decode(piece, final=final)
 
     def flush(self) -> str:
         return self._decoder.decode(b"", final=True)
@@ -172,9 +173,34 @@ def template_for(model: Model) -> ChatTemplate:
     )
 
 
-def tokenize_prompt(model: Model, rendered: str) -> list[int]:
-    """Rendered chat text to tokens, special tokens parsed; BOS added where the model wants it."""
+def tokenize_prompt(model: Model, rendered: str, max_tokens: int | None = None) -> list[int]:
+    """Rendered chat text to tokens, special tokens parsed; BOS added where the model wants it.
+
+    With `max_tokens` (the context), text that cannot fit is refused before it is tokenized:
+    no token spells more bytes than the vocabulary's longest, so text longer than
+    max_tokens times that many bytes needs more tokens than the context holds. (Tokenizing
+    50 MB took 15-38 s and gigabytes only to be refused afterwards.)
+    """
+    try:
+        size = len(rendered.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ChatTemplateError(
+            f"The conversation holds text that is not valid Unicode (at character {exc.start:,}): "
+            "send it again as UTF-8 text."
+        ) from None
+    # (A text no longer than the context in bytes always passes: the vocabulary is scanned only past that.)
+    if max_tokens is not None and size > max_tokens and size > max_tokens * model.longest_piece:
+        raise ContextFullError(
+            f"The conversation is {size:,} bytes of text, more than {max_tokens:,} tokens can spell "
+            f"(no token of {model.name} is longer than {model.longest_piece} bytes): "
+            "start a new conversation, shorten the message, or raise the context size."
+        )
     tokens = model.tokenize(rendered, add_special=False, parse_special=True)
+    if not tokens and not model.add_bos:
+        raise ChatTemplateError(
+            "The model's chat template rendered the conversation as no text at all, so the model has "
+            "nothing to read: the model file's template is faulty."
+        )
     if model.add_bos and (not tokens or tokens[0] != model.bos):
         tokens.insert(0, model.bos)
     return tokens
