@@ -30,7 +30,7 @@ LAYERS = (
     ("engine.measure",),
     ("engine.session",),
     ("engine.stepping", "engine.replay", "engine.ruler"),
-    ("engine.cli",),
+    ("engine.arguments", "engine.cli"),
     ("engine",),  # the public face: the package's __init__
 )
 GUI_PACKAGES = ("PySide6", "pyqtgraph", "shiboken6")
