@@ -173,6 +173,17 @@ def template_for(model: Model) -> ChatTemplate:
     )
 
 
+def check_fits(model: Model, size: int, max_tokens: int, unit: str = "bytes") -> None:
+    """Refuse `size` bytes (or characters, each at least a byte) of text that `max_tokens` tokens cannot spell."""
+    # A text no longer than the context in bytes always passes: the vocabulary is scanned only past that.
+    if size > max_tokens and size > max_tokens * model.longest_piece:
+        raise ContextFullError(
+            f"The conversation is {size:,} {unit} of text, more than {max_tokens:,} tokens can spell "
+            f"(no token of {model.name} is longer than {model.longest_piece} bytes): "
+            "start a new conversation, shorten the message, or raise the context size."
+        )
+
+
 def tokenize_prompt(model: Model, rendered: str, max_tokens: int | None = None) -> list[int]:
     """Rendered chat text to tokens, special tokens parsed; BOS added where the model wants it.
 
@@ -188,13 +199,8 @@ def tokenize_prompt(model: Model, rendered: str, max_tokens: int | None = None) 
             f"The conversation holds text that is not valid Unicode (at character {exc.start:,}): "
             "send it again as UTF-8 text."
         ) from None
-    # (A text no longer than the context in bytes always passes: the vocabulary is scanned only past that.)
-    if max_tokens is not None and size > max_tokens and size > max_tokens * model.longest_piece:
-        raise ContextFullError(
-            f"The conversation is {size:,} bytes of text, more than {max_tokens:,} tokens can spell "
-            f"(no token of {model.name} is longer than {model.longest_piece} bytes): "
-            "start a new conversation, shorten the message, or raise the context size."
-        )
+    if max_tokens is not None:
+        check_fits(model, size, max_tokens)
     tokens = model.tokenize(rendered, add_special=False, parse_special=True)
     if not tokens and not model.add_bos:
         raise ChatTemplateError(

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from engine.chat import Message, template_for, tokenize_prompt
+from engine.chat import Message, check_fits, template_for, tokenize_prompt
 from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth
 from engine.drafting import DflashDrafter, Drafter, Eagle3Drafter, ModelDrafter, MtpDrafter, NgramDrafter
 from engine.drafting.mtp import ASSISTANT_ARCHITECTURES
@@ -202,6 +202,7 @@ class Engine:
         self, messages: list[Message], thinking: bool = False, cancelled: Callable[[], bool] | None = None
     ) -> str:
         """The conversation through the model's template, within its budget; `cancelled` ends it at once."""
+        check_fits(self.target, sum(len(m.content) for m in messages), self.ctx.n_ctx, "characters")
         return self.template.render(messages, thinking=thinking, cancelled=cancelled)
 
     def tokenize_prompt(self, rendered: str) -> list[int]:

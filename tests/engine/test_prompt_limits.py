@@ -37,6 +37,13 @@ def test_text_that_cannot_fit_is_refused_before_it_is_tokenized(smol, monkeypatc
     )
 
 
+def test_a_message_that_cannot_fit_is_refused_before_the_template_runs(smol, monkeypatch):
+    size = smol.ctx.n_ctx * smol.target.longest_piece + 1
+    monkeypatch.setattr(smol.template, "render", lambda *a, **k: pytest.fail("rendered a message that cannot fit"))
+    with pytest.raises(ContextFullError, match=f"The conversation is {size:,} characters of text, more than 512"):
+        smol.render([Message("user", "x" * size)])
+
+
 def test_a_template_that_renders_nothing_is_a_sentence(smol):
     assert not smol.target.add_bos  # with a BOS to add, an empty render is still a prompt
     with pytest.raises(ChatTemplateError, match="rendered the conversation as no text at all"):

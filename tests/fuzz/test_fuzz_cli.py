@@ -13,7 +13,6 @@ import pytest
 from engine import cli
 from engine.arguments import MAX_CTX, terminal_safe
 from tests.fuzz.bounded import case_count, run_bounded
-from tests.fuzz.gguf_template import with_template
 
 NUMERIC = {  # option: (low, high) of what the parser may let through
     "--max-tokens": (1, MAX_CTX),
@@ -135,35 +134,6 @@ def test_the_chat_command_escapes_the_models_text_on_a_terminal(monkeypatch):
     monkeypatch.setattr("sys.stdout", out)
     assert cli.main(["chat", "hi", "--drafter", "none"]) == 0
     assert out.getvalue() == "\\x1b]0;pwned\\x07hi\n"
-
-
-# Through the whole command line, on a real (small) model whose template is replaced.
-TEMPLATES = {
-    "{% if false %}{% endif %}": "rendered the conversation as no text at all",
-    "{{ 'x' * 4000000000 }}": "was stopped building too large a value: a repeated value would hold 4,000,000,000",
-    "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}": "ran past its 2-second budget",
-    "{{ messages | tojson(indent=10**8) }}": "tojson's indent 100000000 is not between 0 and 64",
-    "{{ ''.__class__.__mro__ }}": "tried to reach outside its sandbox",
-    "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}": "recursed too deeply",
-}
-
-
-@pytest.fixture(scope="module")
-def hostile_models(smollm_path, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("templates")
-    return {t: with_template(smollm_path, folder / f"t{i}.gguf", t) for i, t in enumerate(TEMPLATES)}
-
-
-@pytest.mark.parametrize("template", list(TEMPLATES))
-def test_a_hostile_template_through_the_command_line(hostile_models, template):
-    outcome = run_bounded(
-        ["chat", "hi", "--target", str(hostile_models[template]), "--drafter", "none", "--max-tokens", "2"],
-        timeout_s=120,
-        memory_mb=2048,
-    )
-    assert outcome.problems() == []
-    assert outcome.returncode == 2
-    assert outcome.stderr.startswith("draftlight: The model's chat template ") and TEMPLATES[template] in outcome.stderr
 
 
 def test_an_empty_prompt_and_a_context_past_the_trained_one(smollm_path):

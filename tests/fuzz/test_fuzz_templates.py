@@ -16,6 +16,7 @@ import pytest
 from engine.chat import ChatTemplate, Message
 from engine.errors import DraftlightError
 from tests.fuzz.bounded import case_count, run_bounded
+from tests.fuzz.gguf_template import TemplateSwap
 from tests.fuzz.hostile_templates import every_template, hostile_template
 
 CONVERSATION = [Message("system", "Be brief."), Message("user", "Hi"), Message("assistant", "Hello!")]
@@ -87,3 +88,33 @@ def test_bombs_stay_under_a_memory_cap_in_a_child():
     assert outcome.problems() == []
     assert outcome.returncode == 0, outcome.stderr
     assert len(outcome.stdout.splitlines()) == len(sources)
+
+
+# Through the whole command line, on a real (small) model whose template is replaced.
+TEMPLATES = {
+    "{% if false %}{% endif %}": "rendered the conversation as no text at all",
+    "{{ 'x' * 4000000000 }}": "was stopped building too large a value: a repeated value would hold 4,000,000,000",
+    "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}": "ran past its 2-second budget",
+    "{{ messages | tojson(indent=10**8) }}": "tojson's indent 100000000 is not between 0 and 64",
+    "{{ ''.__class__.__mro__ }}": "tried to reach outside its sandbox",
+    "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}": "recursed too deeply",
+}
+
+
+@pytest.fixture(scope="module")
+def hostile_models(smollm_path, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("templates")
+    swap = TemplateSwap(smollm_path)
+    return {t: swap.write(folder / f"t{i}.gguf", t) for i, t in enumerate(TEMPLATES)}
+
+
+@pytest.mark.parametrize("template", list(TEMPLATES))
+def test_a_hostile_template_through_the_command_line(hostile_models, template):
+    outcome = run_bounded(
+        ["chat", "hi", "--target", str(hostile_models[template]), "--drafter", "none", "--max-tokens", "2"],
+        timeout_s=120,
+        memory_mb=2048,
+    )
+    assert outcome.problems() == []
+    assert outcome.returncode == 2
+    assert outcome.stderr.startswith("draftlight: The model's chat template ") and TEMPLATES[template] in outcome.stderr
