@@ -380,7 +380,8 @@ class ChatSession:
         left as it was and the error raised.
         """
         messages = [*self.messages, Message("user", text)]
-        prompt = self.engine.tokenize_prompt(self.engine.render(messages, self.thinking, cancelled))
+        # No `cancelled` for the render (its budget ends it in seconds): a Stop in the prefill gives a cancelled reply.
+        prompt = self.engine.tokenize_prompt(self.engine.render(messages, self.thinking))
         stream = self.engine.stream(prompt, config, cancelled, progress)
         self.messages = messages
         reply: RunStats | None = None
