@@ -173,6 +173,7 @@ class MainWindow(QMainWindow):
         self.worker.load_failed.connect(self._load_failed)
         self.worker.events.connect(self._events)
         self.worker.reply_failed.connect(self._reply_failed)
+        self.worker.reply_stopped.connect(self._reply_stopped)
         self.worker.busy_changed.connect(self._busy_changed)
         self.worker.auto_status.connect(self._auto_status)
         self.thread.start()
@@ -302,6 +303,16 @@ class MainWindow(QMainWindow):
         self.streaming = False
         self.transcript.add_error(message)
         self.store.add_message(self.conversation_id, StoredMessage("error", message))
+        self._update_buttons()
+        self.reply_finished.emit(None)
+
+    def _reply_stopped(self) -> None:
+        """Stopped before the first token: nothing to keep, nothing went wrong."""
+        if self.streaming:
+            self.reply.fail()
+            self.transcript.end_reply(None, True, "stopped before the reply began")
+        self.streaming = False
+        self._say("Stopped.")
         self._update_buttons()
         self.reply_finished.emit(None)
 

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from engine import (
     AutoDepth,
+    Cancelled,
     DraftlightError,
     Engine,
     GenerationConfig,
@@ -93,6 +94,7 @@ class EngineWorker(QObject):
     load_failed = Signal(str)
     events = Signal(list)  # a batch of TokenEvent / RoundEvent / RunStats
     reply_failed = Signal(str)
+    reply_stopped = Signal()  # a Stop before the reply's first token (while the template rendered or the prompt filled)
     busy_changed = Signal(bool)
     auto_status = Signal(object)  # AutoStatus, after each batch of an Auto reply
 
@@ -236,7 +238,8 @@ class EngineWorker(QObject):
             if self.engine is None:
                 raise DraftlightError("No model is loaded yet.")
             engine = self.engine
-            prompt = engine.tokenize_prompt(engine.render(list(request.messages), request.thinking))
+            rendered = engine.render(list(request.messages), request.thinking, cancelled=self._cancel.is_set)
+            prompt = engine.tokenize_prompt(rendered)
             config = request.config
             was_plain = bool(engine.plain_reason)
             policy = engine.depth_policy(config.depth, progress=self._tuning)  # Auto's first use measures the box
@@ -253,6 +256,8 @@ class EngineWorker(QObject):
                         batch, last_emit = [], now
                         if auto is not None:
                             self.auto_status.emit(self._status(auto))
+        except Cancelled:
+            self.reply_stopped.emit()
         except DraftlightError as exc:
             if batch:
                 self.events.emit(batch)

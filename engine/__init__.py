@@ -28,6 +28,7 @@ from engine.chat import ChatTemplate, Message, template_for, tokenize_prompt
 from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth, describe_depth, parse_depth
 from engine.drafting import Draft, Drafter, ModelDrafter, MtpDrafter, NgramDrafter, VerifyBatch
 from engine.errors import (
+    Cancelled,
     ChatTemplateError,
     ContextFullError,
     DraftlightError,
@@ -96,6 +97,7 @@ __all__ = [
     "AutoDepth",
     "BenchPrompt",
     "BoxProfile",
+    "Cancelled",
     "CatalogModel",
     "ChatSession",
     "ChatTemplate",

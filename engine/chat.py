@@ -1,21 +1,22 @@
 """Chat templates, rendered in jinja2's sandbox; text made from tokens; stop strings.
 
 A chat template ships inside the model file, so it is untrusted code: it runs only in
-jinja2's ImmutableSandboxedEnvironment, and any attempt to reach outside is an error.
+jinja2's ImmutableSandboxedEnvironment, any attempt to reach outside is an error, and it
+renders within a budget of time and size (engine.templating).
 """
 
 from __future__ import annotations
 
 import codecs
-import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.sandbox import SecurityError
 
-from engine.errors import ChatTemplateError
+from engine.errors import ChatTemplateError, ContextFullError, DraftlightError
+from engine.templating import MAX_ITEMS, RENDER_SECONDS, RenderBudget, Sandbox, TooLarge
 
 if TYPE_CHECKING:  # the model is only read here: chat stays below the runtime
     from engine.runtime import Model
@@ -37,29 +38,6 @@ class Message:
         return {"role": self.role, "content": self.content}
 
 
-def _raise(message: str) -> None:
-    raise jinja2.TemplateError(message)
-
-
-def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False, **_: Any) -> str:
-    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)
-
-
-def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """jinja2's immutable sandbox, where reaching for an unsafe attribute is an error.
-
-    jinja2 answers `''.__class__` with an undefined value that prints as nothing, so a
-    template that probes the sandbox would render on silently; here it stops.
-    """
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
-        raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe.")
-
-
 class ChatTemplate:
     """A model's chat template, compiled once in the sandbox."""
 
@@ -67,28 +45,53 @@ class ChatTemplate:
         self.is_fallback = not source
         self.source = source or CHATML_TEMPLATE
         self.bos_token, self.eos_token = bos_token, eos_token
-        env = _Sandbox(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-        env.policies["json.dumps_function"] = json.dumps
-        env.filters["tojson"] = _tojson
-        env.globals["raise_exception"] = _raise
-        env.globals["strftime_now"] = _strftime_now
+        self._env = Sandbox(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
         try:
-            self._template = env.from_string(self.source)
+            self._template = self._env.from_string(self.source)
         except jinja2.TemplateSyntaxError as exc:
             raise ChatTemplateError(
                 f"The model's chat template does not parse (line {exc.lineno}: {exc.message})."
             ) from exc
+        except RecursionError as exc:  # nesting deeper than the parser's own recursion can follow
+            raise ChatTemplateError("The model's chat template nests its blocks too deeply to parse.") from exc
 
-    def render(self, messages: list[Message], thinking: bool = False, add_generation_prompt: bool = True) -> str:
-        """The conversation as the model expects to read it, ready for the reply."""
+    def render(
+        self,
+        messages: list[Message],
+        thinking: bool = False,
+        add_generation_prompt: bool = True,
+        cancelled: Callable[[], bool] | None = None,
+        max_chars: int = MAX_ITEMS,
+        seconds: float = RENDER_SECONDS,
+    ) -> str:
+        """The conversation as the model expects to read it, ready for the reply.
+
+        The render stops, with a sentence, past `seconds`, past `max_chars` of text, or as
+        soon as `cancelled()` says so (engine.errors.Cancelled).
+        """
+        budget = RenderBudget(seconds, max_chars, cancelled)
         try:
-            return self._template.render(
+            return self._env.render_within(
+                self._template,
+                budget,
                 messages=[m.as_dict() for m in messages],
                 add_generation_prompt=add_generation_prompt,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
                 enable_thinking=thinking,
             )
+        except DraftlightError:
+            raise
+        except RecursionError as exc:
+            raise ChatTemplateError(
+                "The model's chat template recursed too deeply (a macro that calls itself without end?)."
+            ) from exc
+        except MemoryError as exc:
+            raise ChatTemplateError("The model's chat template ran out of memory and was stopped.") from exc
+        except TooLarge as exc:
+            raise ChatTemplateError(
+                f"The model's chat template was stopped building too large a value: {exc}."
+            ) from exc
         except SecurityError as exc:
             raise ChatTemplateError(
                 f"The model's chat template tried to reach outside its sandbox and was stopped ({exc})."
@@ -103,8 +106,9 @@ class TextStream:
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
-    def push(self, piece: bytes) -> str:
-        return self._decoder.decode(piece)
+    def push(self, piece: bytes, final: bool = False) -> str:
+        """The whole characters `piece` completes; with `final`, a character it leaves cut is U+FFFD."""
+        return self._decoder.decode(piece, final=final)
 
     def flush(self) -> str:
         return self._decoder.decode(b"", final=True)
@@ -169,9 +173,40 @@ def template_for(model: Model) -> ChatTemplate:
     )
 
 
-def tokenize_prompt(model: Model, rendered: str) -> list[int]:
-    """Rendered chat text to tokens, special tokens parsed; BOS added where the model wants it."""
+def check_fits(model: Model, size: int, max_tokens: int, unit: str = "bytes") -> None:
+    """Refuse `size` bytes (or characters, each at least a byte) of text that `max_tokens` tokens cannot spell."""
+    # A text no longer than the context in bytes always passes: the vocabulary is scanned only past that.
+    if size > max_tokens and size > max_tokens * model.longest_piece:
+        raise ContextFullError(
+            f"The conversation is {size:,} {unit} of text, more than {max_tokens:,} tokens can spell "
+            f"(no token of {model.name} is longer than {model.longest_piece} bytes): "
+            "start a new conversation, shorten the message, or raise the context size."
+        )
+
+
+def tokenize_prompt(model: Model, rendered: str, max_tokens: int | None = None) -> list[int]:
+    """Rendered chat text to tokens, special tokens parsed; BOS added where the model wants it.
+
+    With `max_tokens` (the context), text that cannot fit is refused before it is tokenized:
+    no token spells more bytes than the vocabulary's longest, so text longer than
+    max_tokens times that many bytes needs more tokens than the context holds. (Tokenizing
+    50 MB took 15-38 s and gigabytes only to be refused afterwards.)
+    """
+    try:
+        size = len(rendered.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ChatTemplateError(
+            f"The conversation holds text that is not valid Unicode (at character {exc.start:,}): "
+            "send it again as UTF-8 text."
+        ) from None
+    if max_tokens is not None:
+        check_fits(model, size, max_tokens)
     tokens = model.tokenize(rendered, add_special=False, parse_special=True)
+    if not tokens and not model.add_bos:
+        raise ChatTemplateError(
+            "The model's chat template rendered the conversation as no text at all, so the model has "
+            "nothing to read: the model file's template is faulty."
+        )
     if model.add_bos and (not tokens or tokens[0] != model.bos):
         tokens.insert(0, model.bos)
     return tokens

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from engine.arguments import MAX_CTX, Parser, ctx_arg, float_in, int_in, terminal_safe, threads_arg, utf8_or_refuse
 from engine.depth import AUTO, MAX_DEPTH, describe_depth, parse_depth
 from engine.errors import DraftlightError
 from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind
@@ -35,8 +36,8 @@ def _runtime_options(args: argparse.Namespace):
 
 
 def _add_runtime_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ctx", type=int, default=4096, help="context window in tokens (default 4096)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores, up to 8)")
+    p.add_argument("--ctx", type=ctx_arg, default=4096, help="context window in tokens (default 4096)")
+    p.add_argument("--threads", type=threads_arg, default=0, help="CPU threads (default: all cores, up to 8)")
     p.add_argument(
         "--fast",
         action="store_true",
@@ -61,6 +62,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from engine.session import Engine
     from engine.speculative import GenerationConfig
 
+    utf8_or_refuse(args.prompt, "prompt")
+    utf8_or_refuse(args.system, "system prompt")
+    for stop in args.stop or ():
+        utf8_or_refuse(stop, "stop string")
     set_verbose(args.verbose)
     progress = None if args.json else terminal_progress()
     # At Auto depth, a pair that cannot beat plain decoding on this box loads (or, once its
@@ -69,6 +74,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if args.drafter == "auto" and engine.verdict is not None and not args.json:
         print(engine.verdict.explain(), file=sys.stderr)  # what auto found, and why it fits
     policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box
+    if engine.ctx.n_ctx < args.ctx and not args.json:
+        print(
+            f"{engine.target.name} was trained for {engine.ctx.n_ctx:,} tokens of context: using that, "
+            f"not {args.ctx:,}.",
+            file=sys.stderr,
+        )
     if engine.notice and not args.json:
         print(engine.notice, file=sys.stderr)
     if isinstance(policy, AutoDepth) and not args.json:
@@ -84,7 +95,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         probabilities=args.json,  # the coloured text shows none: they would only cost time
     )
     out = sys.stdout
-    color = not args.json and out.isatty() and os.environ.get("NO_COLOR") is None
+    terminal = not args.json and out.isatty()
+    color = terminal and os.environ.get("NO_COLOR") is None
     stats = None
     plain_pass_s = engine.plain_pass_s()  # this target alone on this box, from a saved profile
     tokens: list[TokenEvent] = []
@@ -104,7 +116,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
                     line["rejections"] = rejection_anatomy(tokens, rounds, plain_pass_s).to_json()
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
         elif isinstance(event, TokenEvent):
-            out.write(f"{ANSI[event.kind]}{event.text}{RESET}" if color and ANSI[event.kind] else event.text)
+            text = terminal_safe(event.text) if terminal else event.text
+            out.write(f"{ANSI[event.kind]}{text}{RESET}" if color and ANSI[event.kind] else text)
             out.flush()
         if isinstance(event, RunStats):
             stats = event
@@ -289,7 +302,7 @@ def _within(convert, high: float):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="draftlight", description="Speculative decoding you can watch.")
+    parser = Parser(prog="draftlight", description="Speculative decoding you can watch.")
     sub = parser.add_subparsers(dest="command")
 
     chat = sub.add_parser("chat", help="one message to the model, streamed with provenance")
@@ -309,12 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"drafted tokens per round, 0-{MAX_DEPTH}, or {AUTO} (the default): chosen each round from this box's "
         "measured costs and the text's acceptance; where no depth could pay, plain decoding on the fastest settings",
     )
-    chat.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
-    chat.add_argument("--top-k", type=int, default=0)
-    chat.add_argument("--top-p", type=float, default=1.0)
-    chat.add_argument("--seed", type=int, default=None)
-    chat.add_argument("--p-min", type=float, default=0.0, help="stop drafting below this drafter confidence")
-    chat.add_argument("--max-tokens", type=int, default=512)
+    chat.add_argument("--temperature", type=float_in(0, 100), default=0.0, help="0 is greedy (default)")
+    chat.add_argument("--top-k", type=int_in(0, 1 << 31), default=0)
+    chat.add_argument("--top-p", type=float_in(0, 1), default=1.0)
+    chat.add_argument("--seed", type=int_in(0, (1 << 63) - 1), default=None)
+    chat.add_argument("--p-min", type=float_in(0, 1), default=0.0, help="stop drafting below this drafter confidence")
+    chat.add_argument("--max-tokens", type=int_in(1, MAX_CTX), default=512)
     chat.add_argument("--stop", action="append", help="a stop string (repeatable)")
     chat.add_argument(
         "--ignore-eos", action="store_true", help="write all --max-tokens, past the end of the turn (benchmarks)"
@@ -335,7 +348,10 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--target", default="default")
     doctor.add_argument("--prompt", default="Write a bubble sort in C++.")
     doctor.add_argument(
-        "--rows", type=int, default=MAX_DEPTH + 1, help=f"largest verify batch to check (default {MAX_DEPTH + 1})"
+        "--rows",
+        type=int_in(1, MAX_DEPTH + 1),
+        default=MAX_DEPTH + 1,
+        help=f"largest verify batch to check (default {MAX_DEPTH + 1})",
     )
     _add_runtime_args(doctor)
     doctor.set_defaults(func=cmd_doctor)
@@ -343,8 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune = sub.add_parser("tune", help="measure this box's cost of rows and draft steps for a model pair")
     tune.add_argument("--target", default="default")
     tune.add_argument("--drafter", default="default")
-    tune.add_argument("--ctx", type=int, default=4096)
-    tune.add_argument("--threads", type=int, default=0)
+    tune.add_argument("--ctx", type=ctx_arg, default=4096)
+    tune.add_argument("--threads", type=threads_arg, default=0)
     tune.add_argument("--fast", action="store_true", help="profile the fast (weight repacking) mode")
     tune.add_argument("--force", action="store_true", help="measure again even if a profile is saved")
     tune.set_defaults(func=cmd_tune)

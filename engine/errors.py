@@ -27,3 +27,7 @@ class ContextFullError(DraftlightError):
 
 class RuntimeFailure(DraftlightError):
     """llama.cpp refused an operation (decode, rewind)."""
+
+
+class Cancelled(DraftlightError):
+    """The user stopped the work before it produced anything."""

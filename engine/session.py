@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from engine.chat import Message, template_for, tokenize_prompt
+from engine.chat import Message, check_fits, template_for, tokenize_prompt
 from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth
 from engine.drafting import DflashDrafter, Drafter, Eagle3Drafter, ModelDrafter, MtpDrafter, NgramDrafter
 from engine.drafting.mtp import ASSISTANT_ARCHITECTURES
-from engine.errors import ContextFullError, DraftlightError, IncompatibleDrafter
-from engine.events import Event, RunStats
+from engine.errors import Cancelled, ContextFullError, DraftlightError, IncompatibleDrafter
+from engine.events import Event, FinishReason, RunStats
 from engine.measure.auto import AutoDepth, auto_depth_for
 from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
 from engine.measure.probe import ProbeResult, batch_invariance
@@ -20,7 +20,8 @@ from engine.measure.profile import load_profile, saved_pair_profile, saved_targe
 from engine.models import catalog
 from engine.models.compat import Verdict, check
 from engine.models.discover import discover
-from engine.runtime import Context, Model, RuntimeOptions
+from engine.reporting import run_stats
+from engine.runtime import Context, Model, RuntimeOptions, stoppable
 from engine.speculative import GenerationConfig, Prefill, generate
 
 ProfileProgress = Callable[[str], None]  # a sentence at a time while a box profile is measured
@@ -197,12 +198,16 @@ class Engine:
     def session(self, system: str | None = None, thinking: bool = False) -> ChatSession:
         return ChatSession(self, system, thinking)
 
-    def render(self, messages: list[Message], thinking: bool = False) -> str:
-        return self.template.render(messages, thinking=thinking)
+    def render(
+        self, messages: list[Message], thinking: bool = False, cancelled: Callable[[], bool] | None = None
+    ) -> str:
+        """The conversation through the model's template, within its budget; `cancelled` ends it at once."""
+        check_fits(self.target, sum(len(m.content) for m in messages), self.ctx.n_ctx, "characters")
+        return self.template.render(messages, thinking=thinking, cancelled=cancelled)
 
     def tokenize_prompt(self, rendered: str) -> list[int]:
-        """The rendered conversation as the target's token ids."""
-        return tokenize_prompt(self.target, rendered)
+        """The rendered conversation as the target's token ids; refused unread where it cannot fit."""
+        return tokenize_prompt(self.target, rendered, max_tokens=self.ctx.n_ctx)
 
     def stream(
         self,
@@ -226,22 +231,33 @@ class Engine:
         if reads_target and drafter is None:  # a plain reply: the head is not fed (the next reply forgets)
             yield from self._unobserved(prompt, policy, config, cancelled, t0)
             return
-        first_row, prefilled = self.ctx.prefill(prompt)
-        if reads_target:  # it was fed the prompt's pass; it says so, or refuses in a sentence
-            drafter.prefill(prompt)
-        if drafter is not None and not reads_target:
-            if policy.choose() > 0:
-                drafter.prefill(prompt)
-            else:  # Auto starts with speculation off: an empty drafter cache catches up if drafts start
-                drafter.reset()
+        try:
+            with stoppable((self.ctx, getattr(drafter, "ctx", None)), cancelled):
+                first_row, prefilled = self.ctx.prefill(prompt)
+                if reads_target:  # it was fed the prompt's pass; it says so, or refuses in a sentence
+                    drafter.prefill(prompt)
+                if drafter is not None and not reads_target:
+                    if policy.choose() > 0:
+                        drafter.prefill(prompt)
+                    else:  # Auto starts with speculation off: an empty drafter cache catches up if drafts start
+                        drafter.reset()
+        except Cancelled:
+            if drafter is not None:
+                drafter.reset()  # its cache may hold part of the prompt: the next reply starts it afresh
+            yield self._stopped_in_prefill(policy, t0)
+            return
         prefill = Prefill(prefilled, time.perf_counter() - t0, first_row)
         yield from generate(self.ctx, drafter, policy, list(prompt), config, cancelled, prefill)
 
     def _unobserved(self, prompt, policy, config, cancelled, t0: float) -> Iterator[Event]:
         """A plain reply whose decodes a drafter reading the target does not watch: paused only while
         this reply computes, never while it waits (the teaching view holds a reply between steps)."""
-        with self.ctx.observers_paused():
-            first_row, prefilled = self.ctx.prefill(prompt)
+        try:
+            with self.ctx.observers_paused(), stoppable((self.ctx,), cancelled):
+                first_row, prefilled = self.ctx.prefill(prompt)
+        except Cancelled:
+            yield self._stopped_in_prefill(policy, t0)
+            return
         prefill = Prefill(prefilled, time.perf_counter() - t0, first_row)
         reply = generate(self.ctx, None, policy, list(prompt), config, cancelled, prefill)
         while True:
@@ -250,6 +266,12 @@ class Engine:
             if event is None:
                 return
             yield event
+
+    def _stopped_in_prefill(self, policy: DepthPolicy, t0: float) -> RunStats:
+        """A reply stopped while its prompt was read: no tokens, finish CANCELLED."""
+        return run_stats(
+            [], FinishReason.CANCELLED, policy.setting, [], "", Prefill(0, time.perf_counter() - t0), self.ctx
+        )
 
     def close(self) -> None:
         self.set_drafter(None)
@@ -358,6 +380,7 @@ class ChatSession:
         left as it was and the error raised.
         """
         messages = [*self.messages, Message("user", text)]
+        # No `cancelled` for the render (its budget ends it in seconds): a Stop in the prefill gives a cancelled reply.
         prompt = self.engine.tokenize_prompt(self.engine.render(messages, self.thinking))
         stream = self.engine.stream(prompt, config, cancelled, progress)
         self.messages = messages

@@ -303,7 +303,8 @@ def generate(
                 history.append(e.token)
                 generated += 1
                 eog = model.is_eog(e.token)
-                piece = "" if eog else text.push(model.piece(e.token))
+                # The reply's last token (max tokens) shows a character it cuts as U+FFFD, as the text does.
+                piece = "" if eog else text.push(model.piece(e.token), final=generated == config.max_tokens)
                 events.append(token_event(e, piece, len(rounds), pos, model))
                 if eog:
                     finish = FinishReason.EOG
@@ -333,7 +334,7 @@ def generate(
             shown.extend(released)
             outbox.put(released)
         yield from outbox.release()
-        pieces.append(text.flush())
+        text.flush()  # a character cut by an end of turn or a Stop: no token shows it, so the text leaves it out
     finally:
         for c in contexts:
             c.side = None

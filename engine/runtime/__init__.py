@@ -1,6 +1,6 @@
 """The llama.cpp binding: load a model, decode a batch, read logits, rewind; GGUF reading."""
 
-from engine.runtime.llama import Context, common_prefix
+from engine.runtime.llama import Context, common_prefix, stoppable
 from engine.runtime.model import Model, RuntimeOptions, default_threads, runtime_version, set_verbose, system_info
 
 __all__ = [
@@ -11,5 +11,6 @@ __all__ = [
     "default_threads",
     "runtime_version",
     "set_verbose",
+    "stoppable",
     "system_info",
 ]

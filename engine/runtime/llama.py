@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 
 import llama_cpp.llama_cpp as llama
 import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
-from engine.errors import ContextFullError, RuntimeFailure
+from engine.errors import Cancelled, ContextFullError, RuntimeFailure
+from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
 from engine.runtime.side import SideWork
 
@@ -37,8 +38,11 @@ class Context:
             raise ValueError("a vocabulary-only model cannot decode")
         self.model = model
         self.options = options or model.options
+        n_ctx = padded_ctx(context_size(self.options.n_ctx, model.n_ctx_train))
+        kv_bytes = kv_cache_bytes(model.info.metadata, model.info.architecture, n_ctx, self.options.kv_type)
+        check_memory(model.name, n_ctx, kv_bytes, self.options.on_gpu)
         params = llama.llama_context_default_params()
-        params.n_ctx = self.options.n_ctx
+        params.n_ctx = n_ctx
         params.n_batch = max(self.options.n_batch, max_rows)
         params.n_ubatch = params.n_batch
         params.n_seq_max = 1
@@ -63,7 +67,7 @@ class Context:
         self.ptr = ptr
         self.memory = llama.llama_get_memory(ptr)
         self.n_ctx: int = llama.llama_n_ctx(ptr)
-        self.capacity = int(params.n_batch)
+        self.capacity = min(int(params.n_batch), int(llama.llama_n_batch(ptr)))  # what llama.cpp took, not asked
         self.max_rows = max_rows
         self._logits_address = 0
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
@@ -88,6 +92,7 @@ class Context:
         self._observers: list[tuple[BatchObserver, bool]] = []  # and whether it wants hidden states
         self._paused = 0  # observers_paused() nesting: while above 0, no observer is told anything
         self._hidden_width = 0
+        self._cancelled: Callable[[], bool] | None = None  # while stoppable(): ends a decode mid-batch
         # How far back the latest batch can be undone: anything for a KV cache; for a
         # recurrent state, the snapshots llama.cpp keeps (0 where the architecture has none).
         self.rollback_depth = int(llama.llama_n_rs_seq(ptr)) if self.has_state else max_rows - 1
@@ -133,6 +138,31 @@ class Context:
             hidden = np.ctypeslib.as_array(ptr, shape=(n * width,)).reshape(n, width).copy()
         for observer, wants in list(self._observers):
             observer(tokens, start, hidden if wants else None)
+
+    @contextmanager
+    def stoppable(self, cancelled: Callable[[], bool]) -> Iterator[None]:
+        """Decodes inside end as soon as `cancelled()` says so, mid-batch too, raising Cancelled.
+
+        For a prompt's prefill, which takes minutes on a CPU for a long prompt: llama.cpp's
+        abort callback is asked between the graph's operations, and the engine between batches.
+        Not for rounds, whose own loop checks between them.
+        """
+        callback = llama.ggml_abort_callback(lambda _data: bool(cancelled()))
+        llama.llama_set_abort_callback(self.ptr, callback, None)
+        self._cancelled = cancelled
+        try:
+            yield
+        finally:
+            self._cancelled = None
+            if self.ptr:
+                llama.llama_set_abort_callback(self.ptr, llama.ggml_abort_callback(), None)
+
+    def _stopped(self) -> Cancelled:
+        """After a cancelled batch the cache may hold part of it: make it hold exactly `tokens` again."""
+        if not llama.llama_memory_seq_rm(self.memory, 0, len(self.tokens), -1):
+            self.clear()
+        self._prefilled = None
+        return Cancelled("Stopped.")
 
     @property
     def can_rewind(self) -> bool:
@@ -193,10 +223,14 @@ class Context:
             self._batch.n_tokens = m
             if self.side is not None:
                 self.side.run_reading(self)  # before this decode overwrites the logits they read
+            if self._cancelled is not None and self._cancelled():
+                raise self._stopped()
             t0 = time.perf_counter()
             rc = llama.llama_decode(self.ptr, self._batch)
             if rc != 0:
                 self.decode_s += time.perf_counter() - t0
+                if rc == 2 and self._cancelled is not None:  # the abort callback said stop
+                    raise self._stopped()
                 if rc == 1:
                     raise ContextFullError(
                         f"no room left in the context window ({self.n_ctx:,} tokens): start a new conversation."
@@ -299,6 +333,16 @@ class Context:
 
     def __del__(self) -> None:
         self.close()
+
+
+@contextmanager
+def stoppable(contexts: Iterable[object], cancelled: Callable[[], bool]) -> Iterator[None]:
+    """Context.stoppable on each of `contexts` that is an open Context (the rest, e.g. None, skipped)."""
+    with ExitStack() as stack:
+        for ctx in contexts:
+            if isinstance(ctx, Context) and ctx.ptr:
+                stack.enter_context(ctx.stoppable(cancelled))
+        yield
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -227,6 +227,15 @@ class Model:
             self._pieces[token] = cached
         return cached
 
+    @functools.cached_property
+    def longest_piece(self) -> int:
+        """Bytes in the vocabulary's longest token (at least 1): a bound on what one token can spell."""
+        longest = 1
+        for token in range(self.n_vocab):  # special tokens too: a prompt's text spells them (<|im_start|>)
+            n = llama.llama_token_to_piece(self.vocab, token, self._piece_buf, len(self._piece_buf), 0, True)
+            longest = max(longest, abs(n))
+        return longest
+
     def token_text(self, token: int) -> str:
         """The vocabulary's own spelling of a token (as stored, e.g. 'Ġthe')."""
         raw = llama.llama_vocab_get_text(self.vocab, token)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Lowest first. A module may import its own layer's modules and any layer below it.
 LAYERS = (
     ("engine.errors", "engine.depth", "engine.progress"),
-    ("engine.events", "engine.sampling", "engine.chat"),
+    ("engine.events", "engine.sampling", "engine.templating", "engine.chat"),
     ("engine.content",),
     ("engine.runtime",),
     ("engine.models",),
@@ -32,7 +32,7 @@ LAYERS = (
     ("engine.session",),
     ("engine.stepping", "engine.replay", "engine.replayschema", "engine.ruler", "engine.pairprobe"),
     ("engine.pairdoctor",),
-    ("engine.cli",),
+    ("engine.arguments", "engine.cli"),
     ("engine",),  # the public face: the package's __init__
 )
 GUI_PACKAGES = ("PySide6", "pyqtgraph", "shiboken6")
