@@ -243,6 +243,26 @@ def _tune_target_only(target_path, options) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from engine.serve.app import ServeConfig
+    from engine.serve.server import check_binding, serve
+    from engine.session import Engine
+
+    check_binding(args.host, args.token)  # before minutes of loading
+    for name, value, low, high in (("--port", args.port, 1, 65535), ("--queue", args.queue, 0, 1000),
+                                   ("--max-tokens", args.max_tokens, 1, 1 << 20),
+                                   ("--max-request-bytes", args.max_request_bytes, 1024, 1 << 30)):  # fmt: skip
+        if not low <= value <= high:
+            raise DraftlightError(f"{name} must be between {low:,} and {high:,}; it was {value:,}.")
+    engine = Engine.load(args.target, args.drafter, _runtime_options(args), terminal_progress())
+    config = ServeConfig(args.token, args.max_request_bytes, args.max_tokens, args.queue, args.depth)
+    try:
+        serve(engine, args.host, args.port, config)
+    finally:
+        engine.close()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="draftlight", description="Speculative decoding you can watch.")
     sub = parser.add_subparsers(dest="command")
@@ -303,6 +323,23 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--fast", action="store_true", help="profile the fast (weight repacking) mode")
     tune.add_argument("--force", action="store_true", help="measure again even if a profile is saved")
     tune.set_defaults(func=cmd_tune)
+
+    serve = sub.add_parser("serve", help="the engine as an HTTP server (OpenAI-compatible, with provenance)")
+    serve.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
+    serve.add_argument("--drafter", default="default", help="default, none, ngram, a catalog name or a .gguf path")
+    serve.add_argument("--host", default="127.0.0.1", help="where to listen (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument(
+        "--token",
+        default=os.environ.get("DRAFTLIGHT_TOKEN"),
+        help="clients must send 'Authorization: Bearer TOKEN' (or set DRAFTLIGHT_TOKEN); required off 127.0.0.1",
+    )
+    serve.add_argument("--max-tokens", type=int, default=4096, help="the most one request may ask for")
+    serve.add_argument("--queue", type=int, default=4, help="requests that may wait behind the running one")
+    serve.add_argument("--max-request-bytes", type=int, default=1 << 20, help="the largest request body taken")
+    serve.add_argument("--depth", type=_depth, default=AUTO, help="a request's depth unless it asks for one")
+    _add_runtime_args(serve)
+    serve.set_defaults(func=cmd_serve)
 
     from engine.ruler.cli import add_cli as add_ruler
 
