@@ -81,6 +81,7 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
             depth=req.depth,
             sampling=SamplingConfig(temperature=req.temperature, top_p=req.top_p, seed=req.seed),
             stop=req.stop,
+            ignore_eog=req.ignore_eos,
         )
 
     def reply_for(req: ChatRequest):

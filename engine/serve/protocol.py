@@ -52,6 +52,7 @@ class ChatRequest:
     depth: Depth = AUTO
     drafter: str = "loaded"
     thinking: bool = False
+    ignore_eos: bool = False  # write all max_tokens (benchmarks), as llama-server's ignore_eos
 
 
 def parse_chat(body: bytes, max_tokens_limit: int, default_depth: Depth = AUTO) -> ChatRequest:
@@ -92,6 +93,7 @@ def parse_chat(body: bytes, max_tokens_limit: int, default_depth: Depth = AUTO) 
         depth=_depth(ours.get("depth", default_depth)),
         drafter=_drafter(ours.get("drafter", "loaded")),
         thinking=bool(ours.get("thinking", False)),
+        ignore_eos=bool(_field(d, "ignore_eos", bool, False)),
     )
 
 
