@@ -7,6 +7,7 @@ numbers, what the round did and what it cost.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
@@ -24,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.teachtext import Totals, explain_round
+from app.teachtext import Totals, explain_round, shown
 from app.teachview import CandidatesView, RoundView
 from engine import (
     MAX_DEPTH,
@@ -220,9 +221,7 @@ class TeachingWindow(QWidget):
         self.pieces = dict(replay.pieces)
         self.plain_pass_ms = replay.plain_pass_ms
         self.rendered = replay.prompt
-        self.explanation.setText(
-            f"Replay of {replay.target} with {replay.drafter}: {len(replay.steps)} rounds. Press Step or Play."
-        )
+        self.say(f"Replay of {replay.target} with {replay.drafter}: {len(replay.steps)} rounds. Press Step or Play.")
 
     def _clear(self) -> None:
         self.pause()
@@ -275,7 +274,7 @@ class TeachingWindow(QWidget):
         self.verdict_due = step
         self.explanation.setText(
             f"<b>Round {step.round.round_index + 1}</b><br>The drafter proposes {step.round.drafted} token(s): "
-            + ", ".join(repr(self.piece(t)) for t in step.drafts)
+            + ", ".join(shown(self.piece(t)) for t in step.drafts)
             + "<br>The target checks them all in one pass…"
         )
 
@@ -289,7 +288,12 @@ class TeachingWindow(QWidget):
     def _failed(self, message: str) -> None:
         self.waiting = False
         self.pause()
-        self.explanation.setText(message)
+        self.say(message)
+
+    def say(self, sentence: str) -> None:
+        """Plain words in the explanation panel (rich text for the rounds' bold): file names and
+        model names come from outside, so they are escaped."""
+        self.explanation.setText(html.escape(sentence, quote=False))
 
     # ---- play ----
     def _speed_changed(self, value: int) -> None:
@@ -307,7 +311,12 @@ class TeachingWindow(QWidget):
         if self.stats is not None and self.verdict_due is None:
             self.pause()
             return
-        self.step()
+        try:
+            self.step()
+        except Exception as exc:  # a bug must not repeat on every tick: stop playing and say it once
+            self.pause()
+            self.say(f"Playing stopped: this round cannot be shown ({type(exc).__name__}: {exc}).")
+            raise
 
     # ---- replays ----
     def current_replay(self) -> Replay | None:
@@ -338,10 +347,16 @@ class TeachingWindow(QWidget):
     def open_replay_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open replay", str(Path.home()), "Replays (*.json)")
         if path:
-            try:
-                self.open_replay(path)
-            except DraftlightError as exc:
-                self.explanation.setText(str(exc))
+            self.open_replay_file(path)
+
+    def open_replay_file(self, path: str | Path) -> bool:
+        """Open a replay, or say in the panel why it cannot be shown; whether it opened."""
+        try:
+            self.open_replay(path)
+        except DraftlightError as exc:
+            self.say(str(exc))
+            return False
+        return True
 
     def closeEvent(self, event) -> None:
         self.pause()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from engine import RoundStep, TokenEvent, TokenKind, ordinal
@@ -37,16 +38,21 @@ def rank_sentence(token: TokenEvent) -> str:
     return f"the target's token was the drafter's {ordinal(rank)} choice{sure}{tree}"
 
 
+def shown(text: str | None) -> str:
+    """A token's text for rich text: quoted as Python would, and escaped, so `<h1>` or `<123>` shows as typed."""
+    return html.escape(repr(text), quote=False)
+
+
 def explain_round(step: RoundStep, totals: Totals, plain_pass_ms: float | None, piece) -> str:
     """The panel's words for one round, and the running (1 + a) / c."""
     r = step.round
-    drafts = ", ".join(repr(piece(t)) for t in r.draft_tokens) or "nothing"
+    drafts = ", ".join(shown(piece(t)) for t in r.draft_tokens) or "nothing"
     lines = [f"<b>Round {r.round_index + 1}</b>"]
     if r.from_prefill:
         return "<br>".join(
             [
                 *lines,
-                f"The first token, {piece(step.tokens[0].token_id)!r}, comes from the pass that read the prompt "
+                f"The first token, {shown(piece(step.tokens[0].token_id))}, comes from the pass that read the prompt "
                 "(the prefill): there was nothing to draft after yet. Drafting starts with the next round.",
             ]
         )
@@ -57,13 +63,13 @@ def explain_round(step: RoundStep, totals: Totals, plain_pass_ms: float | None, 
         last = step.tokens[-1]
         if last.kind is TokenKind.BONUS:
             lines.append(
-                f"The target agreed with all {r.drafted} and added a bonus token {piece(last.token_id)!r}: "
+                f"The target agreed with all {r.drafted} and added a bonus token {shown(piece(last.token_id))}: "
                 f"{len(step.tokens)} tokens from one verify pass."
             )
         else:
             lines.append(
                 f"The target kept {r.accepted} and rejected draft {r.accepted + 1} "
-                f"({last.rejected_text!r}), writing its own {piece(last.token_id)!r} instead; "
+                f"({shown(last.rejected_text)}), writing its own {shown(piece(last.token_id))} instead; "
                 f"{r.drafted - r.accepted - 1} later draft{'s' if r.drafted - r.accepted - 1 != 1 else ''} "
                 "went unused."
             )

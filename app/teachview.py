@@ -6,6 +6,8 @@ the target's replacement beside it; the drafts after it vanish; a bonus token ap
 
 from __future__ import annotations
 
+import html
+
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
@@ -59,7 +61,7 @@ class RoundView(TranscriptView):
                 struck = QTextCharFormat()
                 struck.setFontStrikeOut(True)
                 struck.setForeground(QColor(palette.STROKES[TokenKind.REPLACED]))
-                struck.setToolTip(f"rejected draft: {token.rejected_text!r}")
+                struck.setToolTip(f"<p>rejected draft: {html.escape(repr(token.rejected_text), quote=False)}</p>")
                 cursor.insertText(token.rejected_text, struck)
             self.append_tokens([token])
         self._scroll_to_end()
@@ -133,7 +135,7 @@ class CandidatesView(QWidget):
         t_col, d_col = palette.STROKES[TokenKind.BONUS], palette.STROKES[TokenKind.ACCEPTED]
         verdict = palette.LABELS[token.kind]
         self.plot.setTitle(
-            f"{verdict} {piece(token.token_id)!r}: <span style='color:{t_col}'>■ target</span> "
+            f"{verdict} {html.escape(repr(piece(token.token_id)), quote=False)}: <span style='color:{t_col}'>■ target</span> "
             f"<span style='color:{d_col}'>■ drafter</span>",
             size="8pt",
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QPoint, Qt
@@ -32,13 +33,15 @@ def tooltip(token: TokenEvent) -> str:
     lines = [f"<b>{palette.LABELS[token.kind]}</b>: {palette.EXPLANATIONS[token.kind]}"]
     lines.append(f"round {token.round_index + 1}, position {token.position + 1}")
     if token.kind is TokenKind.REPLACED and token.rejected_id is not None:
-        lines.append(f"rejected draft: {token.rejected_text!r} (token {token.rejected_id:,})")
+        lines.append(
+            f"rejected draft: {html.escape(repr(token.rejected_text), quote=False)} (token {token.rejected_id:,})"
+        )
         if token.draft_rank is not None:
             lines.append(rank_sentence(token))
     lines.append(f"target p = {token.target_prob:.3f}")
     if token.draft_prob is not None:
         lines.append(f"drafter p = {token.draft_prob:.3f}")
-    lines.append(f"token {token.token_id:,}: {token.text!r}")
+    lines.append(f"token {token.token_id:,}: {html.escape(repr(token.text), quote=False)}")
     return "<br>".join(lines)
 
 
@@ -159,10 +162,10 @@ class TranscriptView(QTextEdit):
         self._reply_cursor = None
         self._scroll_to_end()
 
-    def show_reply(self, tokens: list[TokenEvent], stats: RunStats | None, stopped: bool) -> None:
+    def show_reply(self, tokens: list[TokenEvent], stats: RunStats | None, stopped: bool, note: str = "") -> None:
         self.begin_reply()
         self.append_tokens(tokens)
-        self.end_reply(stats, stopped)
+        self.end_reply(stats, stopped, note)
 
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()

@@ -2,32 +2,30 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QStandardPaths, Qt, QThread, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog, QMainWindow, QMessageBox, QSplitter
+from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter
 
-from app import settings
+from app import exports, settings
 from app.calculator import SpeedupCalculator
 from app.charts import ChartModel, ChartsPanel
+from app.enginethread import end_process, start_engine_thread, stop_engine_thread
 from app.firstrun import FirstRunDialog, is_missing_model
 from app.lab import PromptLab
+from app.replies import ReplyWriter
 from app.sidepanel import SidePanel
 from app.statusbar import StatusLine, plain_pass_s
-from app.store import Store, StoredMessage
+from app.store import CUT_SHORT, StoredMessage
+from app.storeopen import default_store_path, open_store
 from app.teaching import TeachingWindow
 from app.transcript import TranscriptView
 from app.widgets import ChatPane, ConversationList
-from app.worker import AutoStatus, EngineWorker, LoadRequest, PairInfo, ReplyRequest
+from app.worker import AutoStatus, LoadRequest, PairInfo, ReplyRequest
 from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, ThermalSampler, TokenEvent
-
-
-def default_store_path() -> Path:
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
-    return Path(base or Path.home() / ".draftlight") / "conversations.sqlite3"
-
 
 DEFAULT_SIZE = (1400, 860)
 
@@ -41,7 +39,6 @@ def default_size(free_width: int, free_height: int) -> tuple[int, int]:
 class MainWindow(QMainWindow):
     request_load = Signal(object)
     request_reply = Signal(object)
-    request_shutdown = Signal()
     reply_finished = Signal(object)  # RunStats or None: for tests and the self-test
     thermal_reading = Signal(object)  # from the sampler's thread to the GUI thread
 
@@ -49,14 +46,17 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setWindowTitle("Draftlight")
         self.prefs = prefs or settings.load()
-        self.store = Store(store_path or default_store_path())
+        # Never fails: a damaged file is moved aside, an unwritable place falls back to memory.
+        self.store, self.store_notice = open_store(store_path or default_store_path())
+        self.store.on_failure = self._say
+        self.reply = ReplyWriter(self.store)
+        self.hard_exit = os._exit  # where closing cannot end the engine thread (tests swap it)
         self.chart_model = ChartModel()
         self.pair: PairInfo | None = None
         self.watch_speculation = False  # the user asked to speculate where it cannot pay
         self.busy = False
         self.streaming = False
         self.conversation_id = 0
-        self.reply_tokens: list[TokenEvent] = []
         self.last_reply_stats: RunStats | None = None
         self.auto: AutoStatus | None = None  # the latest, while Auto is chosen
         # Tool windows, each made on first use and kept.
@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
             self.splitter.restoreState(self.prefs.splitter)
         self.side.apply(self.prefs)
         self.side.verdict.setText("Loading models…")
+        self._say("")  # the chat database's notice, if it has one
         self._open_conversations()
         self.thermal = ThermalSampler(interval=1.0)
         self.thermal_reading.connect(self._thermal)
@@ -124,8 +125,8 @@ class MainWindow(QMainWindow):
         menus = {
             "&File": (
                 ("New conversation", QKeySequence.StandardKey.New, self.new_conversation),
-                ("Export token trace (JSONL)…", None, self.export_trace_dialog),
-                ("Export charts (PNG)…", None, self.export_charts_dialog),
+                ("Export token trace (JSONL)…", None, lambda: exports.export_trace_dialog(self)),
+                ("Export charts (PNG)…", None, lambda: exports.export_charts_dialog(self)),
                 ("Quit", QKeySequence.StandardKey.Quit, self.close),
             ),
             "&Tools": (
@@ -162,13 +163,9 @@ class MainWindow(QMainWindow):
             self.resize(*default_size(free.width(), free.height()))
 
     def _start_worker(self) -> None:
-        self.thread = QThread(self)
-        self.thread.setObjectName("engine")
-        self.worker = EngineWorker()
-        self.worker.moveToThread(self.thread)
+        self.thread, self.worker = start_engine_thread(self)
         self.request_load.connect(self.worker.load)
         self.request_reply.connect(self.worker.generate)
-        self.request_shutdown.connect(self.worker.shutdown)
         self.worker.load_progress.connect(self.side.show_progress)
         self.worker.loaded.connect(self._loaded)
         self.worker.load_failed.connect(self._load_failed)
@@ -206,7 +203,7 @@ class MainWindow(QMainWindow):
             if m.role == "user":
                 self.transcript.add_user(m.content)
             elif m.role == "assistant":
-                self.transcript.show_reply(m.tokens, m.stats, m.stopped)
+                self.transcript.show_reply(m.tokens, m.stats, m.stopped, CUT_SHORT if m.interrupted else "")
             elif m.role == "error":
                 self.transcript.add_error(m.content)
         self._fill_conversation_list()
@@ -245,6 +242,8 @@ class MainWindow(QMainWindow):
             self._say("The models are still loading; your message is kept in the box.")
             return
         self.input.clear()
+        if not self.store.in_memory:
+            self.store_notice = ""  # a database moved aside was said once; memory-only stays said
         if not self.store.messages(self.conversation_id):
             self.store.rename(self.conversation_id, text.splitlines()[0][:48])
         self.store.add_message(self.conversation_id, StoredMessage("user", text))
@@ -252,13 +251,19 @@ class MainWindow(QMainWindow):
         self._fill_conversation_list()
         self._say("")
         config = self.side.config()
-        self.reply_tokens = []
+        request = ReplyRequest(tuple(self.engine_messages()), config, self.side.thinking.isChecked())
+        self.reply.begin(self.conversation_id)  # on disk from now, marked interrupted until it ends
         self.chart_model.begin_message()
         self.chart_model.plain_pass_s = self.plain_pass_s()  # prices the p_min what-if
         self.transcript.begin_reply()
         self.streaming = True
         self._update_buttons()
-        self.request_reply.emit(ReplyRequest(tuple(self.engine_messages()), config, self.side.thinking.isChecked()))
+        self.request_reply.emit(request)
+
+    @property
+    def reply_tokens(self) -> list[TokenEvent]:
+        """The latest reply's tokens, as they arrived."""
+        return self.reply.tokens
 
     def stop(self) -> None:
         if self.streaming:
@@ -268,7 +273,7 @@ class MainWindow(QMainWindow):
     def _events(self, batch: list) -> None:
         tokens = [e for e in batch if isinstance(e, TokenEvent)]
         if tokens:
-            self.reply_tokens.extend(tokens)
+            self.reply.add(tokens)
             self.transcript.append_tokens(tokens)
         self.chart_model.add(batch)
         stats = batch[-1] if batch and isinstance(batch[-1], RunStats) else None
@@ -279,10 +284,7 @@ class MainWindow(QMainWindow):
         stopped = stats.finish_reason is FinishReason.CANCELLED
         note = stats.message if stats.finish_reason is FinishReason.CONTEXT_FULL else ""
         self.transcript.end_reply(stats, stopped, note)
-        self.store.add_message(
-            self.conversation_id,
-            StoredMessage("assistant", stats.text, list(self.reply_tokens), stats, stopped),
-        )
+        self.reply.finish(stats, stopped)
         self.last_reply_stats = stats
         self.streaming = False
         self._show_status(stats)
@@ -293,6 +295,8 @@ class MainWindow(QMainWindow):
     def _reply_failed(self, message: str) -> None:
         if self.streaming and self.reply_tokens:
             self.transcript.end_reply(None, True, "interrupted by an error")
+        if self.streaming:
+            self.reply.fail()
         self.streaming = False
         self.transcript.add_error(message)
         self.store.add_message(self.conversation_id, StoredMessage("error", message))
@@ -383,8 +387,10 @@ class MainWindow(QMainWindow):
 
     # ---- status ----
     def _say(self, text: str) -> None:
-        """A sentence under the transcript; with none, the pair's standing notice (why it runs plain)."""
-        self.notice.setText(text or (self.pair.notice if self.pair else ""))
+        """A sentence under the transcript; with none, the standing notices: the chat database's
+        (moved aside, or kept in memory only) and the pair's (why it runs plain)."""
+        standing = " ".join(n for n in (self.store_notice, self.pair.notice if self.pair else "") if n)
+        self.notice.setText(text or standing)
 
     def _show_status(self, stats: RunStats | None) -> None:
         replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]
@@ -406,26 +412,15 @@ class MainWindow(QMainWindow):
     # ---- export ----
     def export_trace(self, path: Path) -> int:
         """The conversation's replies as `draftlight chat --json` lines; returns lines written."""
-        lines = self.store.trace_lines(self.conversation_id)
-        Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        return len(lines)
+        return exports.export_trace(self.store, self.conversation_id, path)
 
     def export_charts(self, path: Path) -> bool:
         return self.charts.grab().save(str(path), "PNG")
 
-    def export_trace_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export token trace", "trace.jsonl", "JSON lines (*.jsonl)")
-        if path:
-            self._say(f"Wrote {self.export_trace(Path(path))} lines to {path}.")
-
-    def export_charts_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export charts", "charts.png", "PNG images (*.png)")
-        if path and not self.export_charts(Path(path)):
-            QMessageBox.warning(self, "Draftlight", f"Could not write {path}.")
-
     # ---- closing ----
     def closeEvent(self, event) -> None:
-        self.worker.cancel()
+        self.worker.cancel()  # the one cancel path: a round, and whatever else the engine can interrupt
+        self.reply.flush()  # then stop_engine_thread waits, bounded, for the engine thread to end
         self._unsubscribe_thermal()
         self.thermal.stop()
         self.prefs.geometry = self.saveGeometry()
@@ -435,7 +430,8 @@ class MainWindow(QMainWindow):
         if self.save_preferences:
             settings.save(self.prefs)
         self.charts.timer.stop()
-        self.request_shutdown.emit()  # the worker frees the models on its thread, then ends it
-        self.thread.wait(30_000)
-        self.store.close()
+        ended = stop_engine_thread(self.thread, self.worker)
+        self.store.close()  # a streamed reply stays marked interrupted: the next start says it was cut short
+        if not ended:
+            end_process(self.hard_exit)
         super().closeEvent(event)

@@ -103,10 +103,20 @@ class EngineWorker(QObject):
         self.drafter_spec = ""
         self._cancel = threading.Event()
         self._last_progress = 0.0
+        self.closing = False  # set before shutdown is queued: requests still queued do nothing
 
     # ---- called from the GUI thread directly: only sets a flag ----
     def cancel(self) -> None:
+        """The one cancel path: Stop and closing the window both come here.
+
+        Whatever the engine runs for a while (rounds, template rendering, a long prefill)
+        should poll `cancelled`, which engine.stream is handed; closing waits a bounded time
+        for it (app/enginethread.py).
+        """
         self._cancel.set()
+
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
 
     def _progress(self, done: int, total: int, label: str) -> None:
         now = time.monotonic()
@@ -117,6 +127,8 @@ class EngineWorker(QObject):
     @Slot(object)
     def load(self, request: LoadRequest) -> None:
         """Load a pair; on failure keep what was loaded before and say why."""
+        if self.closing:
+            return
         self.busy_changed.emit(True)
         try:
             self._load(request)
@@ -214,6 +226,8 @@ class EngineWorker(QObject):
     @Slot(object)
     def generate(self, request: ReplyRequest) -> None:
         """Stream one reply; events leave in batches, the last batch ends with RunStats."""
+        if self.closing:
+            return
         self._cancel.clear()
         self.busy_changed.emit(True)
         batch: list = []
@@ -230,7 +244,7 @@ class EngineWorker(QObject):
             if engine.plain_reason and not was_plain:  # the measurement said drafts cannot pay: plain from now
                 self.loaded.emit(self._info())
             auto = policy if isinstance(policy, AutoDepth) else None
-            for event in engine.stream(prompt, config, self._cancel.is_set):
+            for event in engine.stream(prompt, config, self.cancelled):
                 batch.append(event)
                 if isinstance(event, RoundEvent | RunStats):
                     now = time.perf_counter()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engine.errors import DraftlightError
 from engine.events import Event, RoundEvent, RunStats, TokenEvent
+from engine.replayschema import MAX_FILE_BYTES, Invalid, check_replay
 from engine.stepping import RoundStep
 
 FORMAT = "draftlight-replay"
@@ -91,26 +92,52 @@ def record(
 
 
 def load(path: str | Path) -> Replay:
-    """Read a replay file; a file that is not one gets a sentence saying so."""
+    """Read a replay file; a file that is not one, or breaks the schema, gets a sentence saying so.
+
+    The size is checked before a byte is read, and every field before an event is made
+    (engine/replayschema.py holds the limits and why).
+    """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        size = path.stat().st_size
+        if not path.is_file():
+            raise DraftlightError(f"{path.name} is not a file: choose a Draftlight replay (.json).")
+        if size > MAX_FILE_BYTES:
+            raise DraftlightError(
+                f"{path.name} is {size / 2**20:,.0f} MB, too large for a replay (the limit is "
+                f"{MAX_FILE_BYTES // 2**20} MB): it is not one Draftlight recorded."
+            )
+        raw = path.read_bytes()
     except OSError as exc:
-        raise DraftlightError(f"Cannot read {path}: {exc.strerror}.") from exc
+        raise DraftlightError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DraftlightError(
+            f"{path.name} is not a Draftlight replay (not UTF-8 text at byte {exc.start:,})."
+        ) from exc
+    except RecursionError as exc:
+        raise DraftlightError(f"{path.name} is not a Draftlight replay (its JSON is nested too deeply).") from exc
     except ValueError as exc:
         raise DraftlightError(f"{path.name} is not a Draftlight replay (not JSON: {exc}).") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DraftlightError(f"{path.name} is not a Draftlight replay (no '{FORMAT}' marker).")
-    if data.get("version", 0) > VERSION:
-        raise DraftlightError(f"{path.name} was written by a newer Draftlight (replay version {data['version']}).")
+    version = data.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+        raise DraftlightError(f"{path.name} was written by a newer Draftlight (replay version {version}).")
+    if version != VERSION or isinstance(version, bool):
+        raise DraftlightError(f"{path.name} is a damaged replay: its version is {str(version)[:40]!r}, not {VERSION}.")
     try:
+        check_replay(data)
         steps = [
             RoundStep(RoundEvent.from_json(r), tuple(TokenEvent.from_json(t) for t in r["tokens"]))
             for r in data["rounds"]
         ]
         stats = RunStats.from_json(data["stats"])
         pieces = {int(k): v for k, v in data.get("pieces", {}).items()}
-    except (KeyError, TypeError, ValueError) as exc:
+    except Invalid as exc:
+        raise DraftlightError(f"{path.name} is a damaged replay: {exc}.") from exc
+    except (KeyError, TypeError, ValueError) as exc:  # the schema should have said it: a last guard
         raise DraftlightError(f"{path.name} is a damaged replay ({type(exc).__name__}: {exc}).") from exc
     return Replay(
         data.get("target", "?"),

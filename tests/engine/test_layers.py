@@ -30,7 +30,7 @@ LAYERS = (
     ("engine.speculative",),
     ("engine.measure",),
     ("engine.session",),
-    ("engine.stepping", "engine.replay", "engine.ruler", "engine.serve"),
+    ("engine.stepping", "engine.replay", "engine.replayschema", "engine.ruler", "engine.serve"),
     ("engine.cli",),
     ("engine",),  # the public face: the package's __init__
 )
