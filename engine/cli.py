@@ -301,6 +301,12 @@ def _within(convert, high: float):
     return parse
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from engine.serve.server import serve_from_args
+
+    return serve_from_args(args, _runtime_options(args), terminal_progress())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="draftlight", description="Speculative decoding you can watch.")
     sub = parser.add_subparsers(dest="command")
@@ -387,6 +393,23 @@ def build_parser() -> argparse.ArgumentParser:
     pair.add_argument("--json", action="store_true", help="the report as one JSON object")
     _add_runtime_args(pair)
     pair.set_defaults(func=cmd_pair)
+
+    serve = sub.add_parser("serve", help="the engine as an HTTP server (OpenAI-compatible, with provenance)")
+    serve.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
+    serve.add_argument("--drafter", default="default", help="default, none, ngram, a catalog name or a .gguf path")
+    serve.add_argument("--host", default="127.0.0.1", help="where to listen (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument(
+        "--token",
+        default=os.environ.get("DRAFTLIGHT_TOKEN"),
+        help="clients must send 'Authorization: Bearer TOKEN' (or set DRAFTLIGHT_TOKEN); required off 127.0.0.1",
+    )
+    serve.add_argument("--max-tokens", type=int, default=4096, help="the most one request may ask for")
+    serve.add_argument("--queue", type=int, default=4, help="requests that may wait behind the running one")
+    serve.add_argument("--max-request-bytes", type=int, default=1 << 20, help="the largest request body taken")
+    serve.add_argument("--depth", type=_depth, default=AUTO, help="a request's depth unless it asks for one")
+    _add_runtime_args(serve)
+    serve.set_defaults(func=cmd_serve)
 
     from engine.ruler.cli import add_cli as add_ruler
 

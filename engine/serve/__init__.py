@@ -1,0 +1,1 @@
+"""The engine over HTTP: `draftlight serve` (OpenAI-compatible, every token with its provenance)."""

@@ -1,0 +1,263 @@
+"""`draftlight serve`: the engine over HTTP (Starlette on uvicorn).
+
+OpenAI's `POST /v1/chat/completions` (streamed as server-sent events or whole) and
+`GET /v1/models`, so any OpenAI client can chat; every streamed chunk carries its token's
+provenance, round, position and probabilities under "draftlight", the last one the reply's
+stats. `POST /draftlight/v1/stream` streams our own events (the lines of `draftlight chat
+--json --rounds`), `GET /draftlight/v1/box` tells what the server's box is and how hot it
+runs, `GET /draftlight/v1/status` how busy it is.
+"""
+
+from __future__ import annotations
+
+import hmac
+import platform
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from engine.depth import AUTO, Depth
+from engine.drafting import NgramDrafter
+from engine.errors import DraftlightError
+from engine.events import RoundEvent, RunStats, TokenEvent
+from engine.measure.anatomy import rejection_anatomy
+from engine.measure.gauge import gauge
+from engine.measure.thermal import read_thermal
+from engine.runtime import runtime_version
+from engine.sampling import SamplingConfig
+from engine.serve import protocol
+from engine.serve.protocol import ChatRequest, RequestError
+from engine.serve.slot import Slot
+from engine.session import Engine
+from engine.speculative import GenerationConfig
+
+
+@dataclass
+class ServeConfig:
+    token: str | None = None  # clients must send "Authorization: Bearer TOKEN"
+    max_request_bytes: int = 1 << 20
+    max_tokens: int = 4096  # the most a request may ask for
+    queue: int = 4  # requests that may wait behind the running one
+    default_depth: Depth = AUTO
+    open_paths: tuple[str, ...] = field(default=("/health",))
+
+
+def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
+    """The server's routes over one loaded engine."""
+    slot = Slot(config.queue)
+    drafter = engine.drafter
+    drafters = {"loaded": drafter, "ngram": None, "none": None}
+
+    def refuse(exc: RequestError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    def check_token(request: Request) -> None:
+        if config.token is None or request.url.path in config.open_paths:
+            return
+        given = request.headers.get("authorization", "")
+        expected = f"Bearer {config.token}"
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            raise RequestError(401, "This server needs its token: send the header 'Authorization: Bearer TOKEN'.",
+                               "authentication_error")  # fmt: skip
+
+    async def body_of(request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > config.max_request_bytes:
+            raise _too_large(int(declared), config.max_request_bytes)
+        body = bytearray()
+        async for part in request.stream():
+            body += part
+            if len(body) > config.max_request_bytes:
+                raise _too_large(len(body), config.max_request_bytes)
+        return bytes(body)
+
+    def generation(req: ChatRequest) -> GenerationConfig:
+        return GenerationConfig(
+            max_tokens=req.max_tokens,
+            depth=req.depth,
+            sampling=SamplingConfig(temperature=req.temperature, top_p=req.top_p, seed=req.seed),
+            stop=req.stop,
+            ignore_eog=req.ignore_eos,
+        )
+
+    def reply_for(req: ChatRequest):
+        """The engine's events for a request; runs on the reply's thread."""
+
+        def reply(cancelled):
+            if req.drafter == "ngram" and drafters["ngram"] is None:
+                drafters["ngram"] = NgramDrafter()
+            wanted = drafters[req.drafter]
+            if engine.drafter is not wanted:  # a swap forgets Auto's state: only when it changes
+                engine.swap_drafter(wanted)
+            prompt = engine.tokenize_prompt(engine.render(list(req.messages), thinking=req.thinking))
+            return engine.stream(prompt, generation(req), cancelled)
+
+        return reply
+
+    def extra(stats: RunStats, tokens: list[TokenEvent], rounds: list[RoundEvent]) -> dict:
+        """What `draftlight chat --json` adds to its stats line."""
+        plain_pass_s = engine.plain_pass_s()
+        out = {"rejections": rejection_anatomy(tokens, rounds, plain_pass_s).to_json()}
+        found = gauge([stats], plain_pass_s)
+        if found is not None:
+            out.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
+        return out
+
+    async def events_of(req: ChatRequest) -> AsyncIterator[Event]:
+        """The reply's events; an engine failure becomes a RequestError with its sentence."""
+        async for event in slot.run(reply_for(req)):
+            if isinstance(event, DraftlightError):
+                raise RequestError(400, str(event))
+            if isinstance(event, Exception):
+                raise RequestError(500, f"The engine failed: {event}", "server_error")
+            yield event
+
+    async def first_then_rest(events: AsyncIterator) -> tuple[object, AsyncIterator]:
+        """Read the first event before answering, so a refusal is a status code, not a broken stream."""
+        first = await anext(events)
+        return first, events
+
+    async def chat_completions(request: Request) -> Response:
+        try:
+            check_token(request)
+            req = protocol.parse_chat(await body_of(request), config.max_tokens, config.default_depth)
+            events = events_of(req)
+            first, events = await first_then_rest(events)
+        except RequestError as exc:
+            return refuse(exc)
+        cid = protocol.completion_id()
+        if not req.stream:
+            try:
+                return JSONResponse(await _whole(cid, model_id, first, events, extra))
+            except RequestError as exc:
+                return refuse(exc)
+        return StreamingResponse(_openai_stream(cid, model_id, first, events, extra), media_type="text/event-stream")
+
+    async def draftlight_stream(request: Request) -> Response:
+        try:
+            check_token(request)
+            req = protocol.parse_chat(await body_of(request), config.max_tokens, config.default_depth)
+            events = events_of(req)
+            first, events = await first_then_rest(events)
+        except RequestError as exc:
+            return refuse(exc)
+
+        async def lines() -> AsyncIterator[bytes]:
+            yield protocol.sse({"type": "box", **box_info()})
+            tokens, rounds = [], []
+            event = first
+            while True:
+                if isinstance(event, TokenEvent):
+                    tokens.append(event)
+                elif isinstance(event, RoundEvent):
+                    rounds.append(event)
+                line = event.to_json()
+                if isinstance(event, RunStats):
+                    line.update(extra(event, tokens, rounds))
+                yield protocol.sse(line)
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    return
+                except RequestError as exc:
+                    yield protocol.sse({"type": "error", **exc.body()["error"]})
+                    return
+
+        return StreamingResponse(lines(), media_type="text/event-stream")
+
+    def box_info() -> dict:
+        thermal = read_thermal()
+        profile = engine.saved_profile()
+        return {
+            "machine": platform.node(),
+            "platform": f"{platform.system()} {platform.machine()}",
+            "runtime": runtime_version(),
+            "model": model_id,
+            "drafter": getattr(drafter, "name", None),
+            "thermal": {"state": thermal.state.value, "describe": thermal.describe()},
+            "profile": profile.table() if profile is not None else None,
+        }
+
+    async def models(request: Request) -> Response:
+        try:
+            check_token(request)
+        except RequestError as exc:
+            return refuse(exc)
+        entry = {"id": model_id, "object": "model", "created": 0, "owned_by": "draftlight"}
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    async def box(request: Request) -> Response:
+        try:
+            check_token(request)
+        except RequestError as exc:
+            return refuse(exc)
+        return JSONResponse(box_info())
+
+    async def status(request: Request) -> Response:
+        try:
+            check_token(request)
+        except RequestError as exc:
+            return refuse(exc)
+        return JSONResponse(slot.status())
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/draftlight/v1/stream", draftlight_stream, methods=["POST"]),
+            Route("/draftlight/v1/box", box, methods=["GET"]),
+            Route("/draftlight/v1/status", status, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ]
+    )
+
+
+Event = TokenEvent | RoundEvent | RunStats
+
+
+def _too_large(size: int, limit: int) -> RequestError:
+    return RequestError(413, f"The request is {size:,} bytes; this server takes up to {limit:,}.")
+
+
+async def _openai_stream(cid: str, model: str, first, events: AsyncIterator, extra) -> AsyncIterator[bytes]:
+    yield protocol.sse(protocol.chunk(cid, model, {"role": "assistant", "content": ""}))
+    tokens: list[TokenEvent] = []
+    rounds: list[RoundEvent] = []
+    event = first
+    while True:
+        if isinstance(event, TokenEvent):
+            tokens.append(event)
+            yield protocol.sse(protocol.token_chunk(cid, model, event))
+        elif isinstance(event, RoundEvent):
+            rounds.append(event)
+        elif isinstance(event, RunStats):
+            yield protocol.sse(protocol.final_chunk(cid, model, event, extra(event, tokens, rounds)))
+            yield protocol.sse("[DONE]")
+        try:
+            event = await anext(events)
+        except StopAsyncIteration:
+            return
+        except RequestError as exc:
+            yield protocol.sse(exc.body())
+            return
+
+
+async def _whole(cid: str, model: str, first, events: AsyncIterator, extra) -> dict:
+    tokens: list[TokenEvent] = []
+    rounds: list[RoundEvent] = []
+    event = first
+    while True:
+        if isinstance(event, TokenEvent):
+            tokens.append(event)
+        elif isinstance(event, RoundEvent):
+            rounds.append(event)
+        elif isinstance(event, RunStats):
+            return protocol.completion(cid, model, tokens, event, extra(event, tokens, rounds))
+        event = await anext(events)
