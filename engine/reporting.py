@@ -6,7 +6,6 @@ events until the probabilities left to side work are in (on an accelerator, one 
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING
 
 from engine.content import acceptance_by_segment
@@ -45,8 +44,7 @@ class Outbox:
     def _filled(self, e: Event) -> Event:
         if isinstance(e, TokenEvent):
             p = self.late.pop((e.round_index, e.position), None)
-            if p is not None:
-                e = copy.copy(e)  # a frozen event, its probability set once before anyone sees it
+            if p is not None:  # a frozen event, its probability set in place once, before anyone sees it
                 object.__setattr__(e, "target_prob", p)
         return e
 

@@ -9,6 +9,7 @@ uses.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,11 +110,18 @@ def top_candidates(probs: np.ndarray, n: int) -> list[tuple[int, float]]:
     return [(int(i), float(probs[i])) for i in idx]
 
 
+_scratch = threading.local()  # one row-sized buffer per thread: no 600 KB allocation per softmax
+
+
 def softmax_parts(row: np.ndarray) -> tuple[float, float]:
     """The row's largest logit and its softmax's normaliser, sum(exp(row - largest)): the whole
     cost of a probability; any token's is then exp(row[token] - largest) / normaliser."""
     top = row.max()
-    return float(top), float(np.exp(row - top).sum())
+    buf = getattr(_scratch, "row", None)
+    if buf is None or buf.shape != row.shape or buf.dtype != row.dtype:
+        buf = _scratch.row = np.empty_like(row)
+    np.subtract(row, top, out=buf)
+    return float(top), float(np.exp(buf, out=buf).sum())
 
 
 def softmax_at(row: np.ndarray, token: int, parts: tuple[float, float] | None = None) -> float:

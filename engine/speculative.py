@@ -127,14 +127,15 @@ def speculative_round(
     t0 = time.perf_counter()
     drafting = drafter is not None and depth > 0 and prefill_row is None
     draft = drafter.draft(history, depth, sampler, config.p_min, banned) if drafting else NO_DRAFT
-    preparing = side.add(draft.prepare) if deferred and draft.tokens else None
+    if deferred and draft.tokens:
+        side.add(draft.prepare)
     t1 = time.perf_counter()
 
     rows = target.decode([history[-1], *draft.tokens], all_logits=True) if prefill_row is None else prefill_row[None, :]
     if banned:
         rows[:, banned] = -np.inf
-    if preparing is not None:
-        preparing.run()  # done in the verify's wait where the target's context has this side work
+    if side is not None:
+        side.run()  # the draft's last row and its probabilities: done in the verify's wait on a GPU
     t2 = time.perf_counter()
 
     verdict = walk(draft, rows, sampler, bool(config.top_candidates), config.probabilities and not deferred)

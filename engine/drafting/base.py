@@ -131,17 +131,26 @@ class Drafter(Protocol):
 
 
 def choose_draft(
-    row: np.ndarray, logits: np.ndarray, sampler: Sampler, p_min: float, banned: tuple[int, ...]
+    row: np.ndarray,
+    logits: np.ndarray,
+    sampler: Sampler,
+    p_min: float,
+    banned: tuple[int, ...],
+    copy: bool = True,
 ) -> int | None:
     """A drafter's token at one position, from its logits (copied into `row`, which the Draft keeps).
 
     Banned tokens get no probability; the token is the argmax, or a draw when sampling;
-    None where the drafter's top probability is below p_min (stop drafting).
+    None where the drafter's top probability is below p_min (stop drafting). With
+    copy=False (greedy) the choice is made on `logits` in place, banned tokens set there,
+    and the caller copies it into `row` later, before the drafter decodes again.
     """
-    np.copyto(row, logits)
+    if copy or not sampler.greedy:
+        np.copyto(row, logits)
+        logits = row
     if banned:
-        row[list(banned)] = -np.inf
-    token = int(row.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(row))
-    if p_min > 0.0 and 1.0 / float(np.exp(row - row.max()).sum()) < p_min:
+        logits[list(banned)] = -np.inf
+    token = int(logits.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(logits))
+    if p_min > 0.0 and 1.0 / float(np.exp(logits - logits.max()).sum()) < p_min:
         return None
     return token

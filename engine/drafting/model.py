@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from engine.depth import MAX_DEPTH
@@ -45,11 +47,17 @@ class ModelDrafter:
         logits = ctx.decode(history[ctx.n_past :], all_logits=False)
         rows = self._rows
         tokens: list[int] = []
+        # Where the round has side work (a GPU), the last step's row is copied while the target
+        # verifies: only a row the next step's decode would overwrite is copied on the way.
+        side = ctx.side if sampler.greedy else None
         for i in range(k):
-            token = choose_draft(rows[i], logits[-1], sampler, p_min, banned)
+            late = side is not None and i + 1 == k
+            token = choose_draft(rows[i], logits[-1], sampler, p_min, banned, copy=not late)
             if token is None:
                 break
             tokens.append(token)
+            if late:
+                side.add(functools.partial(np.copyto, rows[i], logits[-1]), reads=ctx)
             if i + 1 < k:
                 if width > 1:
                     ctx.rewind(ctx.n_past - 1)
