@@ -200,9 +200,9 @@ class ChartsPanel(QWidget):
         # Rejection anatomy: a miss whose token was the drafter's 2nd or 3rd choice is one a
         # draft tree of that width would have caught.
         self.ranks_plot = self._plot(
-            f"Rejections: drafter's rank of the target's token <span style='color:{message_color}'>■msg</span> "
+            f"Rejections by rank <span style='color:{message_color}'>■msg</span> "
             f"<span style='color:{session_color}'>■session</span>",
-            "the target's token was the drafter's",
+            "the target's token in the drafter's choices",
             "share",
         )
         self.ranks_plot.setMaximumHeight(170)

@@ -84,7 +84,7 @@ def rejections(app, window) -> None:
     view = window.transcript
     spans = [s for s in view.spans() if view.tokens[s.token_index].kind is TokenKind.REPLACED]
     if spans:
-        span = spans[len(spans) // 2]
+        span = spans[0]  # near the top: the tooltip leaves the line of acceptance by content in view
         cursor = QTextCursor(view.document())
         cursor.setPosition(span.start)
         point = view.viewport().mapToGlobal(view.cursorRect(cursor).bottomRight())

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from engine.events import RoundEvent, TokenEvent, TokenKind
 
 # "1st" happens only when sampling: the drafter drew a token other than its own first choice.
-RANK_BUCKETS = ("1st", "2nd", "3rd", "4th-10th", "beyond 10th")
+RANK_BUCKETS = ("1st", "2nd", "3rd", "4-10", ">10")
 WHAT_IF_CUTOFFS = (0.3, 0.5, 0.7, 0.9)
 
 
