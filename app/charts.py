@@ -206,6 +206,9 @@ class ChartsPanel(QWidget):
             "share",
         )
         self.ranks_plot.setMaximumHeight(170)
+        # The bottom row is shorter than the others: the what-if sentence under it must fit a laptop screen.
+        self.ranks_plot.setMinimumHeight(100)
+        self.thermal_plot.setMinimumHeight(100)
         self.ranks_plot.getAxis("bottom").setTicks([[(i, b) for i, b in enumerate(RANK_BUCKETS)]])
         self._fit(self.ranks_plot, (-0.6, len(RANK_BUCKETS) - 0.4), (0.0, 1.05))
         self.ranks_message = pg.BarGraphItem(x=[], height=[], width=0.38, brush=message_color)

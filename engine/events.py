@@ -221,7 +221,7 @@ class ContentStats:
             "drafted": self.drafted,
             "accepted": self.accepted,
             "acceptance": self.acceptance,
-            "rounds": round(self.rounds, 6),
+            "rounds": self.rounds,
             "tokens_per_round": self.tokens_per_round,
         }
         if self.start >= 0:

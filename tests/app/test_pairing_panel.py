@@ -11,14 +11,15 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
 
 from app.pairing import PairingPanel, named_prompts
-from app.store import Store, StoredMessage
+from app.store import StoredMessage
+from app.storeopen import open_store
 
 CHECK_TIMEOUT_MS = 120_000
 PROBE_TIMEOUT_MS = 600_000
 
 
 def test_recent_prompts_are_the_users_newest_each_once(tmp_path):
-    store = Store(tmp_path / "c.sqlite3")
+    store, _ = open_store(tmp_path / "c.sqlite3")
     first, second = store.new_conversation(), store.new_conversation()
     for conversation, role, text in [
         (first, "user", "Write a haiku."),
@@ -135,7 +136,7 @@ def test_the_window_opens_the_panel_on_its_users_prompts_and_closing_it_stops_th
     notes.write_text("Hello, these are notes.")
     window = QWidget()  # what open_for needs of the main window: a widget with the chat store
     qtbot.addWidget(window)
-    window.store = Store(tmp_path / "c.sqlite3")
+    window.store, _ = open_store(tmp_path / "c.sqlite3")
     conversation = window.store.new_conversation()
     window.store.add_message(conversation, StoredMessage("user", "Write a haiku about rain."))
     window.show()
