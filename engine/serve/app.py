@@ -116,35 +116,34 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
                 raise RequestError(500, f"The engine failed: {event}", "server_error")
             yield event
 
-    async def first_then_rest(events: AsyncIterator) -> tuple[object, AsyncIterator]:
-        """Read the first event before answering, so a refusal is a status code, not a broken stream."""
-        first = await anext(events)
-        return first, events
+    def guarded(handler):
+        """The token checked first; a refusal anywhere in the handler is its status and sentence."""
 
-    async def chat_completions(request: Request) -> Response:
-        try:
-            check_token(request)
-            req = protocol.parse_chat(await body_of(request), config.max_tokens, config.default_depth)
-            events = events_of(req)
-            first, events = await first_then_rest(events)
-        except RequestError as exc:
-            return refuse(exc)
-        cid = protocol.completion_id()
-        if not req.stream:
+        async def run(request: Request) -> Response:
             try:
-                return JSONResponse(await _whole(cid, model_id, first, events, extra))
+                check_token(request)
+                return await handler(request)
             except RequestError as exc:
                 return refuse(exc)
+
+        return run
+
+    async def start(request: Request) -> tuple[ChatRequest, object, AsyncIterator]:
+        """The checked request and its reply's first event, read before answering, so that a
+        refusal is a status code, not a broken stream."""
+        req = protocol.parse_chat(await body_of(request), config.max_tokens, config.default_depth)
+        events = events_of(req)
+        return req, await anext(events), events
+
+    async def chat_completions(request: Request) -> Response:
+        req, first, events = await start(request)
+        cid = protocol.completion_id()
+        if not req.stream:
+            return JSONResponse(await _whole(cid, model_id, first, events, extra))
         return StreamingResponse(_openai_stream(cid, model_id, first, events, extra), media_type="text/event-stream")
 
     async def draftlight_stream(request: Request) -> Response:
-        try:
-            check_token(request)
-            req = protocol.parse_chat(await body_of(request), config.max_tokens, config.default_depth)
-            events = events_of(req)
-            first, events = await first_then_rest(events)
-        except RequestError as exc:
-            return refuse(exc)
+        _, first, events = await start(request)
 
         async def lines() -> AsyncIterator[bytes]:
             yield protocol.sse({"type": "box", **box_info()})
@@ -182,26 +181,14 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
             "profile": profile.table() if profile is not None else None,
         }
 
-    async def models(request: Request) -> Response:
-        try:
-            check_token(request)
-        except RequestError as exc:
-            return refuse(exc)
+    async def models(_: Request) -> Response:
         entry = {"id": model_id, "object": "model", "created": 0, "owned_by": "draftlight"}
         return JSONResponse({"object": "list", "data": [entry]})
 
-    async def box(request: Request) -> Response:
-        try:
-            check_token(request)
-        except RequestError as exc:
-            return refuse(exc)
+    async def box(_: Request) -> Response:
         return JSONResponse(box_info())
 
-    async def status(request: Request) -> Response:
-        try:
-            check_token(request)
-        except RequestError as exc:
-            return refuse(exc)
+    async def status(_: Request) -> Response:
         return JSONResponse(slot.status())
 
     async def health(_: Request) -> Response:
@@ -209,11 +196,11 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
 
     return Starlette(
         routes=[
-            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-            Route("/v1/models", models, methods=["GET"]),
-            Route("/draftlight/v1/stream", draftlight_stream, methods=["POST"]),
-            Route("/draftlight/v1/box", box, methods=["GET"]),
-            Route("/draftlight/v1/status", status, methods=["GET"]),
+            Route("/v1/chat/completions", guarded(chat_completions), methods=["POST"]),
+            Route("/v1/models", guarded(models), methods=["GET"]),
+            Route("/draftlight/v1/stream", guarded(draftlight_stream), methods=["POST"]),
+            Route("/draftlight/v1/box", guarded(box), methods=["GET"]),
+            Route("/draftlight/v1/status", guarded(status), methods=["GET"]),
             Route("/health", health, methods=["GET"]),
         ]
     )
