@@ -147,24 +147,14 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
 
         async def lines() -> AsyncIterator[bytes]:
             yield protocol.sse({"type": "box", **box_info()})
-            tokens, rounds = [], []
-            event = first
-            while True:
-                if isinstance(event, TokenEvent):
-                    tokens.append(event)
-                elif isinstance(event, RoundEvent):
-                    rounds.append(event)
-                line = event.to_json()
-                if isinstance(event, RunStats):
-                    line.update(extra(event, tokens, rounds))
-                yield protocol.sse(line)
-                try:
-                    event = await anext(events)
-                except StopAsyncIteration:
-                    return
-                except RequestError as exc:
-                    yield protocol.sse({"type": "error", **exc.body()["error"]})
-                    return
+            try:
+                async for event, tokens, rounds in _so_far(first, events):
+                    line = event.to_json()
+                    if isinstance(event, RunStats):
+                        line.update(extra(event, tokens, rounds))
+                    yield protocol.sse(line)
+            except RequestError as exc:
+                yield protocol.sse({"type": "error", **exc.body()["error"]})
 
         return StreamingResponse(lines(), media_type="text/event-stream")
 
@@ -213,38 +203,38 @@ def _too_large(size: int, limit: int) -> RequestError:
     return RequestError(413, f"The request is {size:,} bytes; this server takes up to {limit:,}.")
 
 
-async def _openai_stream(cid: str, model: str, first, events: AsyncIterator, extra) -> AsyncIterator[bytes]:
-    yield protocol.sse(protocol.chunk(cid, model, {"role": "assistant", "content": ""}))
+async def _so_far(first, events: AsyncIterator) -> AsyncIterator[tuple[Event, list[TokenEvent], list[RoundEvent]]]:
+    """Each event of a reply with the reply's tokens and rounds so far (what its stats line adds needs them)."""
     tokens: list[TokenEvent] = []
     rounds: list[RoundEvent] = []
     event = first
     while True:
         if isinstance(event, TokenEvent):
             tokens.append(event)
-            yield protocol.sse(protocol.token_chunk(cid, model, event))
         elif isinstance(event, RoundEvent):
             rounds.append(event)
-        elif isinstance(event, RunStats):
-            yield protocol.sse(protocol.final_chunk(cid, model, event, extra(event, tokens, rounds)))
-            yield protocol.sse("[DONE]")
+        yield event, tokens, rounds
         try:
             event = await anext(events)
         except StopAsyncIteration:
             return
-        except RequestError as exc:
-            yield protocol.sse(exc.body())
-            return
+
+
+async def _openai_stream(cid: str, model: str, first, events: AsyncIterator, extra) -> AsyncIterator[bytes]:
+    yield protocol.sse(protocol.chunk(cid, model, {"role": "assistant", "content": ""}))
+    try:
+        async for event, tokens, rounds in _so_far(first, events):
+            if isinstance(event, TokenEvent):
+                yield protocol.sse(protocol.token_chunk(cid, model, event))
+            elif isinstance(event, RunStats):
+                yield protocol.sse(protocol.final_chunk(cid, model, event, extra(event, tokens, rounds)))
+                yield protocol.sse("[DONE]")
+    except RequestError as exc:
+        yield protocol.sse(exc.body())
 
 
 async def _whole(cid: str, model: str, first, events: AsyncIterator, extra) -> dict:
-    tokens: list[TokenEvent] = []
-    rounds: list[RoundEvent] = []
-    event = first
-    while True:
-        if isinstance(event, TokenEvent):
-            tokens.append(event)
-        elif isinstance(event, RoundEvent):
-            rounds.append(event)
-        elif isinstance(event, RunStats):
+    async for event, tokens, rounds in _so_far(first, events):
+        if isinstance(event, RunStats):
             return protocol.completion(cid, model, tokens, event, extra(event, tokens, rounds))
-        event = await anext(events)
+    raise RequestError(500, "The engine ended the reply without its figures.", "server_error")
