@@ -15,6 +15,9 @@ class TokenKind(enum.Enum):
     REPLACED = "replaced"  # the target's own token where it rejected a draft
     BONUS = "bonus"  # the target's extra token after every draft was accepted
     PLAIN = "plain"  # speculation off: one target pass, one token
+    # A remote server that does not say where each token came from (llama-server, vLLM): their
+    # drafting shows only in the reply's totals.
+    UNREPORTED = "unreported"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
