@@ -66,6 +66,12 @@ class ChartModel:
     _pending_tokens: int = 0
     rounds_version: int = 0  # bumped when the round-driven plots change
     thermal_version: int = 0  # bumped with each thermal reading
+    totals_only: bool = False  # a server that reports a reply's draft totals alone: acceptance is one bar
+
+    def clear_thermal(self) -> None:
+        """Another box's readings from now on."""
+        self.thermal = []
+        self.thermal_version += 1
 
     def begin_message(self) -> None:
         self.message_positions = PositionTally()
@@ -89,6 +95,8 @@ class ChartModel:
                 self._add_round(event)
             elif isinstance(event, RunStats):
                 self.last_stats = event
+                if not self.message_rounds:  # a remote server's reply: its totals, no rounds
+                    self._add_totals(event)
 
     def _add_round(self, r: RoundEvent) -> None:
         self.rounds_version += 1
@@ -109,6 +117,26 @@ class ChartModel:
             self.tps.append((self.decode_time, self._message_tokens / self._message_time))
         self.mean_length.append((self.decode_time, self._message_tokens / self._message_rounds))
         self.rounds.append((r.draft_ms, r.verify_ms, r.commit_ms))
+
+    def _add_totals(self, stats: RunStats) -> None:
+        """What llama-server (draft totals) and vLLM (per position) report of a reply."""
+        self.rounds_version += 1
+        self._pending_tokens = 0
+        if stats.decode_s <= 0:
+            return
+        self.decode_time += stats.decode_s
+        self.tps.append((self.decode_time, stats.decode_tps))
+        if stats.rounds:
+            self.mean_length.append((self.decode_time, stats.mean_accepted_length))
+        if stats.drafted_per_position:
+            drafted, accepted = stats.drafted_per_position, stats.accepted_per_position
+        elif stats.drafted:
+            drafted, accepted = (stats.drafted,), (stats.accepted,)
+            self.totals_only = True  # one bar for every position together
+        else:
+            return
+        self.message_positions.extend(drafted, accepted)
+        self.session_positions.extend(drafted, accepted)
 
     def add_thermal(self, reading: ThermalReading) -> None:
         self.thermal.append(reading)
@@ -172,7 +200,7 @@ class ChartsPanel(QWidget):
             "draft position",
             "accepted",
         )
-        self._positions_ticked = -1
+        self._positions_ticked: tuple[int, bool] | None = None
         self.accept_message = pg.BarGraphItem(x=[], height=[], width=0.38, brush=message_color)
         self.accept_session = pg.BarGraphItem(x=[], height=[], width=0.38, brush=session_color)
         self.accept_plot.addItem(self.accept_message)
@@ -278,9 +306,10 @@ class ChartsPanel(QWidget):
         self.accept_message.setOpts(x=np.arange(1, len(message) + 1) - 0.2, height=message)
         self.accept_session.setOpts(x=np.arange(1, len(session) + 1) + 0.2, height=session)
         positions = max(len(message), len(session))
-        if positions != self._positions_ticked:  # draft positions are whole numbers
-            self._positions_ticked = positions
-            self.accept_plot.getAxis("bottom").setTicks([[(i, str(i)) for i in range(1, positions + 1)]])
+        if (positions, m.totals_only) != self._positions_ticked:  # draft positions are whole numbers
+            self._positions_ticked = (positions, m.totals_only)
+            ticks = [(1, "all")] if m.totals_only else [(i, str(i)) for i in range(1, positions + 1)]
+            self.accept_plot.getAxis("bottom").setTicks([ticks])
             self._fit(self.accept_plot, (0.4, max(positions, 1) + 0.6), (0.0, 1.05))
         rounds = np.array(m.rounds, dtype=float).reshape(-1, 3)
         x = np.arange(len(rounds))

@@ -54,7 +54,7 @@ class CompareWorker(QObject):
 
         engine = self.chat_worker.engine
         if engine is None:
-            self.failed.emit("No model is loaded yet.")
+            self.failed.emit(self.chat_worker.missing())
             return
         try:
             ids = engine.tokenize_prompt(engine.render([Message("user", prompt)]))

@@ -83,7 +83,7 @@ class LabWorker(QObject):
     def _run(self, request: LabRequest) -> bool:
         engine = self.engine_worker.engine
         if engine is None:
-            raise DraftlightError("No model is loaded yet.")
+            raise DraftlightError(self.engine_worker.missing())
         if engine.drafter is None and any(request.depths):
             raise DraftlightError("No drafter is loaded: choose one in the side panel, or run depth 0 only.")
         self.costs_found.emit(engine.saved_profile())

@@ -15,6 +15,7 @@ LABELS = {
     TokenKind.REPLACED: "replaced",
     TokenKind.BONUS: "bonus",
     TokenKind.PLAIN: "plain",
+    TokenKind.UNREPORTED: "not reported",
 }
 
 EXPLANATIONS = {
@@ -22,6 +23,7 @@ EXPLANATIONS = {
     TokenKind.REPLACED: "the target's own token where it rejected a draft",
     TokenKind.BONUS: "the target's extra token after every draft was accepted",
     TokenKind.PLAIN: "one target pass, nothing drafted",
+    TokenKind.UNREPORTED: "the server does not say whether this token was drafted",
 }
 
 # Chart strokes: saturated, readable on light and dark plot backgrounds alike.
@@ -30,6 +32,7 @@ STROKES = {
     TokenKind.REPLACED: "#d62728",
     TokenKind.BONUS: "#1f77b4",
     TokenKind.PLAIN: "#8c8c8c",
+    TokenKind.UNREPORTED: "#8c8c8c",
 }
 
 # Token backgrounds: opaque, so text stays readable and what is on screen can be checked.
@@ -38,12 +41,14 @@ _LIGHT = {
     TokenKind.REPLACED: "#f7c1c1",
     TokenKind.BONUS: "#c4dafc",
     TokenKind.PLAIN: "#e9e9e9",
+    TokenKind.UNREPORTED: "transparent",  # no colour: nothing is known to show
 }
 _DARK = {
     TokenKind.ACCEPTED: "#1e5a30",
     TokenKind.REPLACED: "#7a2b2b",
     TokenKind.BONUS: "#23457a",
     TokenKind.PLAIN: "#3c3c3c",
+    TokenKind.UNREPORTED: "transparent",
 }
 
 # Round-time parts in the stacked chart.

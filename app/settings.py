@@ -26,6 +26,9 @@ class Preferences:
     geometry: QByteArray | None = None
     splitter: QByteArray | None = None
     last_conversation: int = 0
+    engine_place: str = "local"  # "local" or "remote"
+    remote_url: str = "http://127.0.0.1:8765"
+    remote_token: str = ""
 
 
 def _settings() -> QSettings:
@@ -47,6 +50,10 @@ def load() -> Preferences:
     p.geometry = s.value("window/geometry")
     p.splitter = s.value("window/splitter")
     p.last_conversation = int(s.value("conversations/last", 0))
+    place = str(s.value("engine/place", p.engine_place))
+    p.engine_place = place if place in ("local", "remote") else "local"
+    p.remote_url = str(s.value("engine/remote_url", p.remote_url))
+    p.remote_token = str(s.value("engine/remote_token", p.remote_token))
     return p
 
 
@@ -76,6 +83,9 @@ def save(p: Preferences) -> None:
     if p.splitter is not None:
         s.setValue("window/splitter", p.splitter)
     s.setValue("conversations/last", p.last_conversation)
+    s.setValue("engine/place", p.engine_place)
+    s.setValue("engine/remote_url", p.remote_url)
+    s.setValue("engine/remote_token", p.remote_token)
     s.sync()
 
 

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings
+from app.remote import EnginePlace
 from engine import AUTO, MAX_DEPTH, Depth, GenerationConfig, SamplingConfig, catalog, local_models
 
 CHOOSE = "__choose__"
@@ -42,7 +43,11 @@ class SidePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
 
+        self.engine_place = EnginePlace()  # this machine, or a server elsewhere
+        layout.addWidget(self.engine_place)
+
         models = QGroupBox("Models")
+        self.models_box = models
         form = QFormLayout(models)
         self.target = QComboBox()
         self.target.setObjectName("target")
@@ -232,6 +237,7 @@ class SidePanel(QWidget):
 
     def apply(self, prefs: settings.Preferences) -> None:
         """Show saved preferences."""
+        self.engine_place.apply(prefs)
         self.set_depth(prefs.depth)
         self.temperature.setValue(prefs.temperature)
         self.max_tokens.setValue(prefs.max_tokens)
@@ -240,6 +246,7 @@ class SidePanel(QWidget):
 
     def store(self, prefs: settings.Preferences) -> None:
         """Write what the panel shows into preferences (saved when the window closes)."""
+        self.engine_place.store(prefs)
         prefs.depth = self.chosen_depth()
         prefs.temperature = self.temperature.value()
         prefs.max_tokens = self.max_tokens.value()
@@ -258,3 +265,9 @@ class SidePanel(QWidget):
 
     def system_text(self) -> str:
         return self.system_prompt.toPlainText().strip()
+
+    def show_remote(self, remote: bool) -> None:
+        """A remote engine's models are the server's: the pickers wait until this machine is chosen again."""
+        for widget in (self.target, self.drafter, self.check_pair):
+            widget.setEnabled(not remote)
+        self.models_box.setTitle("Models (the server's: choose This machine to pick)" if remote else "Models")

@@ -6,7 +6,8 @@ from PySide6.QtWidgets import QLabel, QStatusBar
 
 from engine import RunStats, ThermalReading, gauge, measured_plain_pass_s, measured_round_cost
 
-KEYS = ("decode", "gauge", "e2e", "prefill", "acceptance", "cost", "drafter", "thermal")
+KEYS = ("decode", "gauge", "e2e", "prefill", "acceptance", "cost", "drafter", "thermal", "place")
+REPLY_KEYS = KEYS[:6]  # what a reply's figures fill; the rest say what runs, how hot, and where
 KIND_WORDS = {
     "model": "a draft model",
     "ngram": "n-grams",
@@ -16,6 +17,7 @@ KIND_WORDS = {
     "dspark": "DSpark",
     "eagle3": "EAGLE-3",
     "none": "no drafter",
+    "remote": "the server's drafter",
 }
 
 
@@ -41,7 +43,7 @@ class StatusLine:
         """A reply's figures; with the plain speed (pass_s) the break-even gauge, for it and the session."""
         s = self.labels
         if stats is None:
-            for key in KEYS[:-2]:
+            for key in REPLY_KEYS:
                 s[key].setText("")
                 s[key].setToolTip("")
             return
@@ -67,3 +69,9 @@ class StatusLine:
         label = self.labels["thermal"]
         label.setText(f"thermal {reading.state.value}")
         label.setToolTip(reading.describe())
+
+    def show_place(self, text: str) -> None:
+        """Where replies come from: this machine, or the remote server's box."""
+        label = self.labels["place"]
+        label.setText(text if len(text) <= 60 else text[:57] + "…")
+        label.setToolTip(text)

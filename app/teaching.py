@@ -62,7 +62,7 @@ class TeachWorker(QObject):
     def start(self, prompt: str, depth: int) -> None:
         engine = self.chat_worker.engine
         if engine is None:
-            self.failed.emit("No model is loaded yet.")
+            self.failed.emit(self.chat_worker.missing())
             return
         try:
             rendered = engine.render([Message("user", prompt)])

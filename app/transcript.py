@@ -31,6 +31,8 @@ class Span:
 def tooltip(token: TokenEvent) -> str:
     """What hovering a token tells: kind, round and position, the rejected draft, probabilities."""
     lines = [f"<b>{palette.LABELS[token.kind]}</b>: {palette.EXPLANATIONS[token.kind]}"]
+    if token.kind is TokenKind.UNREPORTED:  # a remote server's token: its text is all there is
+        return "<br>".join([*lines, html.escape(repr(token.text), quote=False)])
     lines.append(f"round {token.round_index + 1}, position {token.position + 1}")
     if token.kind is TokenKind.REPLACED and token.rejected_id is not None:
         lines.append(

@@ -117,9 +117,15 @@ class ChatPane(QWidget):
             "but every draft, acceptance and rejection is there to see."
         )
         self.speculate_anyway.hide()
+        # A remote engine lost mid-reply: ask again (the partial reply stays above).
+        self.retry = QPushButton("Retry")
+        self.retry.setObjectName("retry")
+        self.retry.setToolTip("Ask for this reply again; the part that arrived stays in the conversation.")
+        self.retry.hide()
         notice_row = QHBoxLayout()
         notice_row.addWidget(self.notice, 1)
         notice_row.addWidget(self.speculate_anyway, 0, Qt.AlignmentFlag.AlignTop)
+        notice_row.addWidget(self.retry, 0, Qt.AlignmentFlag.AlignTop)
         row = QHBoxLayout()
         row.addWidget(self.input, 1)
         buttons = QVBoxLayout()

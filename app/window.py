@@ -7,26 +7,24 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter
 
 from app import exports, settings
-from app.calculator import SpeedupCalculator
 from app.charts import ChartModel, ChartsPanel
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
-from app.firstrun import FirstRunDialog, is_missing_model
-from app.lab import PromptLab
+from app.firstrun import is_missing_model
 from app.pairing import PairingPanel
+from app.remote import ThermalSource, place_text, uncoloured_note
 from app.replies import ReplyWriter
 from app.sidepanel import SidePanel
 from app.statusbar import StatusLine, plain_pass_s
 from app.store import CUT_SHORT, StoredMessage
 from app.storeopen import default_store_path, open_store
-from app.teaching import TeachingWindow
+from app.toolwindows import ToolWindows
 from app.transcript import TranscriptView
 from app.widgets import ChatPane, ConversationList
-from app.worker import AutoStatus, LoadRequest, PairInfo, ReplyRequest
-from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, ThermalSampler, TokenEvent
+from app.worker import AttachRequest, AutoStatus, LoadRequest, PairInfo, ReplyRequest
+from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, TokenEvent
 
 DEFAULT_SIZE = (1400, 860)
 
@@ -37,8 +35,9 @@ def default_size(free_width: int, free_height: int) -> tuple[int, int]:
     return min(DEFAULT_SIZE[0], free_width), min(DEFAULT_SIZE[1], free_height - 40)
 
 
-class MainWindow(QMainWindow):
+class MainWindow(ToolWindows, QMainWindow):
     request_load = Signal(object)
+    request_attach = Signal(object)  # AttachRequest: replies from a server elsewhere
     request_reply = Signal(object)
     reply_finished = Signal(object)  # RunStats or None: for tests and the self-test
     thermal_reading = Signal(object)  # from the sampler's thread to the GUI thread
@@ -57,14 +56,10 @@ class MainWindow(QMainWindow):
         self.watch_speculation = False  # the user asked to speculate where it cannot pay
         self.busy = False
         self.streaming = False
+        self.attaching = False  # a Connect is on its way to the worker
         self.conversation_id = 0
         self.last_reply_stats: RunStats | None = None
         self.auto: AutoStatus | None = None  # the latest, while Auto is chosen
-        # Tool windows, each made on first use and kept.
-        self.teaching: TeachingWindow | None = None
-        self.prompt_lab: PromptLab | None = None
-        self.calculator: SpeedupCalculator | None = None
-        self.first_run_dialog: FirstRunDialog | None = None
         self.save_preferences = prefs is None  # preferences handed in (tests, self-test) stay private
         self.offer_first_run = prefs is None  # no dialog in tests and the self-test unless asked for
 
@@ -78,16 +73,32 @@ class MainWindow(QMainWindow):
         self.side.verdict.setText("Loading models…")
         self._say("")  # the chat database's notice, if it has one
         self._open_conversations()
-        self.thermal = ThermalSampler(interval=1.0)
         self.thermal_reading.connect(self._thermal)
-        self._unsubscribe_thermal = self.thermal.subscribe(self.thermal_reading.emit)
-        self.thermal.start()
-        self.load(LoadRequest(self.prefs.target, self.prefs.drafter))
+        self.thermal = ThermalSource(self.thermal_reading.emit, self.chart_model.clear_thermal)
+        self.thermal.use()  # this machine's, until a remote engine answers
+        if self.prefs.engine_place == "remote":
+            self.attach(self.prefs.remote_url, self.prefs.remote_token)
+        else:
+            self.load(LoadRequest(self.prefs.target, self.prefs.drafter))
 
     def load(self, request: LoadRequest) -> None:
         """Load a pair; at Auto depth, plain on the fastest settings where drafts cannot pay here."""
         auto = self.side.chosen_depth() == AUTO
         self.request_load.emit(replace(request, go_plain=not self.watch_speculation, auto=auto))
+
+    def attach(self, url: str, token: str = "") -> None:
+        """Replies from the engine at `url` (`draftlight serve`, llama-server, vLLM) from now on."""
+        if self.streaming:
+            self._say("The engine can be changed once the reply has finished.")
+            return
+        self.attaching = True
+        self.side.verdict.setText(f"Connecting to {url}…")
+        self.request_attach.emit(AttachRequest(url, token or None))
+
+    def use_this_machine(self) -> None:
+        """Back from a remote engine to this machine's models."""
+        if self.pair is None or self.pair.remote is not None:
+            self.load(LoadRequest(self.prefs.target, self.prefs.drafter))
 
     def speculate_anyway(self) -> None:
         """Load the drafter although it cannot pay here, and draft at a fixed depth: to watch it."""
@@ -106,6 +117,8 @@ class MainWindow(QMainWindow):
         self.input, self.send_button, self.stop_button = center.input, center.send_button, center.stop_button
         center.speculate_anyway.clicked.connect(self.speculate_anyway)
         self.speculate_button = center.speculate_anyway
+        self.retry_button = center.retry
+        self.retry_button.clicked.connect(self.retry)
 
         self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
@@ -123,27 +136,7 @@ class MainWindow(QMainWindow):
 
         self.status = StatusLine(self.statusBar())
 
-        menus = {
-            "&File": (
-                ("New conversation", QKeySequence.StandardKey.New, self.new_conversation),
-                ("Export token trace (JSONL)…", None, lambda: exports.export_trace_dialog(self)),
-                ("Export charts (PNG)…", None, lambda: exports.export_charts_dialog(self)),
-                ("Quit", QKeySequence.StandardKey.Quit, self.close),
-            ),
-            "&Tools": (
-                ("Teaching mode…", None, self.open_teaching),
-                ("Prompt lab…", None, self.open_prompt_lab),
-                ("Speedup calculator…", None, self.open_calculator),
-            ),
-        }
-        for title, entries in menus.items():
-            menu = self.menuBar().addMenu(title)
-            for text, shortcut, slot in entries:
-                action = QAction(text, self)
-                if shortcut is not None:
-                    action.setShortcut(shortcut)
-                action.triggered.connect(slot)
-                menu.addAction(action)
+        self._build_menus()
 
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.chosen.connect(self._conversation_chosen)
@@ -152,6 +145,8 @@ class MainWindow(QMainWindow):
         self.stop_button.clicked.connect(self.stop)
         self.side.models_requested.connect(self._models_requested)
         self.side.check_pair_requested.connect(lambda t, d: PairingPanel.open_for(self, t, d))
+        self.side.engine_place.remote_chosen.connect(self.attach)
+        self.side.engine_place.local_chosen.connect(self.use_this_machine)
         self._fit_to_screen()
 
     def _fit_to_screen(self) -> None:
@@ -167,6 +162,8 @@ class MainWindow(QMainWindow):
     def _start_worker(self) -> None:
         self.thread, self.worker = start_engine_thread(self)
         self.request_load.connect(self.worker.load)
+        self.request_attach.connect(self.worker.attach)
+        self.worker.connection_lost.connect(self._connection_lost)
         self.request_reply.connect(self.worker.generate)
         self.worker.load_progress.connect(self.side.show_progress)
         self.worker.loaded.connect(self._loaded)
@@ -206,7 +203,8 @@ class MainWindow(QMainWindow):
             if m.role == "user":
                 self.transcript.add_user(m.content)
             elif m.role == "assistant":
-                self.transcript.show_reply(m.tokens, m.stats, m.stopped, CUT_SHORT if m.interrupted else "")
+                note = CUT_SHORT if m.interrupted else uncoloured_note(m.tokens, None)
+                self.transcript.show_reply(m.tokens, m.stats, m.stopped, note)
             elif m.role == "error":
                 self.transcript.add_error(m.content)
         self._fill_conversation_list()
@@ -233,16 +231,7 @@ class MainWindow(QMainWindow):
     # ---- sending ----
     def send(self) -> None:
         text = self.input.toPlainText().strip()
-        if not text:
-            return
-        if self.streaming:
-            self._say("A reply is still streaming: press Stop, or wait for it to finish, before sending.")
-            return
-        if self.prompt_lab is not None and self.prompt_lab.running:
-            self._say("The prompt lab is using the model; your message is kept in the box until it finishes.")
-            return
-        if self.pair is None or self.busy:
-            self._say("The models are still loading; your message is kept in the box.")
+        if not text or not self._can_reply():
             return
         self.input.clear()
         if not self.store.in_memory:
@@ -252,9 +241,32 @@ class MainWindow(QMainWindow):
         self.store.add_message(self.conversation_id, StoredMessage("user", text))
         self.transcript.add_user(text)
         self._fill_conversation_list()
+        self._request_reply(self.engine_messages())
+
+    def retry(self) -> None:
+        """Ask again for the reply a lost connection cut: the conversation up to its last user message."""
+        messages = self.engine_messages()
+        while messages and messages[-1].role == "assistant":
+            messages.pop()  # the partial reply: kept on screen and on disk, not sent
+        if messages and messages[-1].role == "user" and self._can_reply():
+            self._request_reply(messages)
+
+    def _can_reply(self) -> bool:
+        if self.streaming:
+            self._say("A reply is still streaming: press Stop, or wait for it to finish, before sending.")
+            return False
+        if self.prompt_lab is not None and self.prompt_lab.running:
+            self._say("The prompt lab is using the model; your message is kept in the box until it finishes.")
+            return False
+        if self.pair is None or self.busy:
+            self._say("The models are still loading; your message is kept in the box.")
+            return False
+        return True
+
+    def _request_reply(self, messages: list[Message]) -> None:
         self._say("")
-        config = self.side.config()
-        request = ReplyRequest(tuple(self.engine_messages()), config, self.side.thinking.isChecked())
+        self.retry_button.hide()
+        request = ReplyRequest(tuple(messages), self.side.config(), self.side.thinking.isChecked())
         self.reply.begin(self.conversation_id)  # on disk from now, marked interrupted until it ends
         self.chart_model.begin_message()
         self.chart_model.plain_pass_s = self.plain_pass_s()  # prices the p_min what-if
@@ -286,6 +298,7 @@ class MainWindow(QMainWindow):
     def _finish_reply(self, stats: RunStats) -> None:
         stopped = stats.finish_reason is FinishReason.CANCELLED
         note = stats.message if stats.finish_reason is FinishReason.CONTEXT_FULL else ""
+        note = note or uncoloured_note(self.reply_tokens, self.pair.remote if self.pair else None)
         self.transcript.end_reply(stats, stopped, note)
         self.reply.finish(stats, stopped)
         self.last_reply_stats = stats
@@ -305,6 +318,11 @@ class MainWindow(QMainWindow):
         self.store.add_message(self.conversation_id, StoredMessage("error", message))
         self._update_buttons()
         self.reply_finished.emit(None)
+
+    def _connection_lost(self, message: str) -> None:
+        """A remote engine went away mid-reply (or before it): the sentence, the partial reply, a retry."""
+        self._reply_failed(f"{message} What arrived is kept; Retry asks again.")
+        self.retry_button.show()
 
     def _reply_stopped(self) -> None:
         """Stopped before the first token: nothing to keep, nothing went wrong."""
@@ -326,11 +344,16 @@ class MainWindow(QMainWindow):
         self.load(LoadRequest(target, drafter))
 
     def _loaded(self, info: PairInfo) -> None:
-        self.pair = info
-        self.prefs.target, self.prefs.drafter = info.target, info.drafter
-        self.side.show_loaded(info.target, info.drafter)
+        self.pair, self.attaching = info, False
+        if info.remote is None:
+            self.prefs.target, self.prefs.drafter = info.target, info.drafter
+            self.side.show_loaded(info.target, info.drafter)
+        self.side.show_remote(info.remote is not None)
+        self.thermal.use(info.remote_thermal)  # the chart follows the box that does the work
+        self.status.show_place(place_text(info.remote))
         self.side.show_verdict(info.verdict, info.compatible)
-        mode = "exact (batch-invariant)" if info.mode == "exact" else "fast (may change greedy text)"
+        modes = {"exact": "exact (batch-invariant)", "remote": place_text(info.remote)}
+        mode = modes.get(info.mode, "fast (may change greedy text)")
         self.setWindowTitle(f"Draftlight — {info.target_name} + {info.drafter_name} — {mode}")
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
         self._say(info.notice)
@@ -338,7 +361,12 @@ class MainWindow(QMainWindow):
         self._update_buttons()
 
     def _load_failed(self, message: str) -> None:
-        if self.pair is not None:
+        if self.attaching:  # a server that did not answer: whatever ran before still does
+            self.attaching = False
+            after = "Replies still come from before." if self.pair else "Check the address and press Connect."
+            self.side.show_verdict(f"{message} {after}", False)
+            self._say(f"{message} {after}")
+        elif self.pair is not None:
             self.side.show_loaded(self.pair.target, self.pair.drafter)
             self.side.show_verdict(message, False)
             self._say(f"{message} The previous models stay loaded.")
@@ -352,41 +380,6 @@ class MainWindow(QMainWindow):
                 self.offer_models(message)
         self.side.progress.hide()
         self._update_buttons()
-
-    def offer_models(self, reason: str = "") -> FirstRunDialog:
-        """The first-run dialog: download the default pair or choose files, then load them."""
-        dialog = self.first_run_dialog
-        if dialog is not None and dialog.isVisible():
-            return dialog
-        dialog = FirstRunDialog(reason, self)
-        dialog.chosen.connect(self.load)
-        dialog.open()  # window-modal, without blocking: the window keeps painting
-        self.first_run_dialog = dialog
-        return dialog
-
-    @staticmethod
-    def _raise(window):
-        window.show()
-        window.raise_()
-        return window
-
-    def open_teaching(self) -> TeachingWindow:
-        """The teaching window: rounds step by step, replays, off and on side by side."""
-        if self.teaching is None:
-            self.teaching = TeachingWindow(self)
-        return self._raise(self.teaching)
-
-    def open_prompt_lab(self) -> PromptLab:
-        """The prompt lab: a list of prompts through the loaded pair at several depths."""
-        if self.prompt_lab is None:
-            self.prompt_lab = PromptLab(self)
-        return self._raise(self.prompt_lab)
-
-    def open_calculator(self) -> SpeedupCalculator:
-        """The speedup calculator, prefilled from this machine's profile and this session."""
-        if self.calculator is None:
-            self.calculator = SpeedupCalculator.for_window(self)
-        return self._raise(self.calculator)
 
     def _busy_changed(self, busy: bool) -> None:
         self.busy = busy
@@ -434,7 +427,6 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         self.worker.cancel()  # the one cancel path: a round, and whatever else the engine can interrupt
         self.reply.flush()  # then stop_engine_thread waits, bounded, for the engine thread to end
-        self._unsubscribe_thermal()
         self.thermal.stop()
         self.prefs.geometry = self.saveGeometry()
         self.prefs.splitter = self.splitter.saveState()

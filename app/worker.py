@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -16,14 +17,21 @@ from PySide6.QtCore import QObject, Signal, Slot
 from engine import (
     AutoDepth,
     Cancelled,
+    ConnectionLost,
     DraftlightError,
+    Endpoint,
     Engine,
     GenerationConfig,
     Message,
     Model,
+    Remote,
+    RemoteInfo,
     RoundEvent,
     RunStats,
     RuntimeOptions,
+    ThermalReading,
+    Unreachable,
+    attach_remote,
     catalog,
     load_drafter,
     plain_reason_for,
@@ -69,6 +77,16 @@ class PairInfo:
     notice: str = ""  # e.g. the drafter that had to be dropped with a new target
     plain_pass_s: float | None = None  # a plain round's time from the box profile, if one is saved
     plain: bool = False  # speculation cannot pay here: no drafter, the fastest plain settings
+    remote: RemoteInfo | None = None  # the engine runs on another machine: what answers there
+    remote_thermal: Callable[[], ThermalReading] | None = None  # reads the remote box's thermal state
+
+
+@dataclass(frozen=True)
+class AttachRequest:
+    """Use the engine at this address instead of this machine's."""
+
+    url: str
+    token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +112,7 @@ class EngineWorker(QObject):
     load_failed = Signal(str)
     events = Signal(list)  # a batch of TokenEvent / RoundEvent / RunStats
     reply_failed = Signal(str)
+    connection_lost = Signal(str)  # a remote engine went away, or could not be reached: worth a retry
     reply_stopped = Signal()  # a Stop before the reply's first token (while the template rendered or the prompt filled)
     busy_changed = Signal(bool)
     auto_status = Signal(object)  # AutoStatus, after each batch of an Auto reply
@@ -101,11 +120,21 @@ class EngineWorker(QObject):
     def __init__(self) -> None:
         super().__init__()
         self.engine: Engine | None = None
+        self.remote: Remote | None = None  # while set, replies come from it, not from `engine`
         self.target_spec = ""
         self.drafter_spec = ""
         self._cancel = threading.Event()
         self._last_progress = 0.0
         self.closing = False  # set before shutdown is queued: requests still queued do nothing
+
+    def missing(self) -> str:
+        """Why there is no engine on this machine to run a tool with, in a sentence."""
+        if self.remote is not None:
+            return (
+                f"Replies come from {self.remote.info.describe()}; this tool runs this machine's engine: "
+                "choose This machine in the Engine box to use it."
+            )
+        return "No model is loaded yet."
 
     # ---- called from the GUI thread directly: only sets a flag ----
     def cancel(self) -> None:
@@ -142,8 +171,37 @@ class EngineWorker(QObject):
         finally:
             self.busy_changed.emit(False)
 
+    @Slot(object)
+    def attach(self, request: AttachRequest) -> None:
+        """Reply from the engine at an address; this machine's models are freed once it answers."""
+        if self.closing:
+            return
+        self.busy_changed.emit(True)
+        try:
+            self.load_progress.emit(0, 1, f"connecting to {request.url}")
+            remote = attach_remote(Endpoint(request.url, request.token or None))
+            self.remote = remote
+            if self.engine is not None:  # a laptop attaches because its memory is short: give it back
+                self.engine.close()
+                self.engine, self.target_spec, self.drafter_spec = None, "", ""
+            info = remote.info
+            kind = "remote" if info.drafter or info.kind != "draftlight" else "none"
+            self.loaded.emit(
+                PairInfo(target="", target_name=info.model, drafter="", drafter_name=info.drafter or "the server's own",
+                         drafter_kind=kind, verdict=f"Replies come from {info.describe()}. {info.notes}".strip(),
+                         compatible=True, mode="remote", remote=info, remote_thermal=remote.read_thermal)
+            )  # fmt: skip
+        except DraftlightError as exc:
+            self.load_failed.emit(str(exc))
+        finally:
+            self.load_progress.emit(1, 1, "")
+            self.busy_changed.emit(False)
+
     def _load(self, request: LoadRequest) -> None:
         notice = ""
+        if self.remote is not None:  # back to this machine's engine
+            self.remote = None
+            self.target_spec = ""
         same_target = (
             self.engine is not None and request.target == self.target_spec and request.options == self.engine.options
         )
@@ -235,6 +293,14 @@ class EngineWorker(QObject):
         batch: list = []
         last_emit = time.perf_counter()
         try:
+            if self.remote is not None:
+                for event in self.remote.stream(request.messages, request.config, request.thinking, self.cancelled):
+                    batch.append(event)
+                    now = time.perf_counter()
+                    if isinstance(event, RunStats) or now - last_emit >= BATCH_S:
+                        self.events.emit(batch)
+                        batch, last_emit = [], now
+                return
             if self.engine is None:
                 raise DraftlightError("No model is loaded yet.")
             engine = self.engine
@@ -257,7 +323,13 @@ class EngineWorker(QObject):
                         if auto is not None:
                             self.auto_status.emit(self._status(auto))
         except Cancelled:
+            if batch:
+                self.events.emit(batch)
             self.reply_stopped.emit()
+        except (ConnectionLost, Unreachable) as exc:
+            if batch:
+                self.events.emit(batch)
+            self.connection_lost.emit(str(exc))
         except DraftlightError as exc:
             if batch:
                 self.events.emit(batch)

@@ -17,6 +17,7 @@ The layers beneath, each a sub-package or module with one purpose:
   session     the engine a program holds: a pair, its depth policy, conversations
   replay, stepping, ruler/, cli   teaching replays, round-by-round stepping, the ruler, the CLI
   pairprobe, pairdoctor   the pairing doctor: every rule, memory, an acceptance probe, a prediction
+  serve/, remote/   the engine over HTTP, and remote engines (ours, llama-server, vLLM) as event streams
 """
 
 # llama.cpp's library before numpy's: with numpy loaded first, loading a model on CUDA crashed
@@ -86,6 +87,8 @@ from engine.pairprobe import Probe, PromptProbe
 from engine.session import ChatSession, Engine, PairSpec, load_drafter, plain_reason_for
 from engine.speculative import GenerationConfig, Prefill, generate, speculative_round
 from engine.stepping import RoundStep, Stepper
+from engine.remote import ConnectionLost, Endpoint, Remote, RemoteError, RemoteInfo, Unreachable
+from engine.remote import attach as attach_remote
 
 __all__ = [
     "AUTO",
@@ -102,6 +105,7 @@ __all__ = [
     "ChatSession",
     "ChatTemplate",
     "ChatTemplateError",
+    "ConnectionLost",
     "ContentStats",
     "Context",
     "ContextFullError",
@@ -112,6 +116,7 @@ __all__ = [
     "Draft",
     "Drafter",
     "DraftlightError",
+    "Endpoint",
     "Engine",
     "Event",
     "FinishReason",
@@ -137,6 +142,9 @@ __all__ = [
     "Progress",
     "PromptProbe",
     "RejectionAnatomy",
+    "Remote",
+    "RemoteError",
+    "RemoteInfo",
     "Replay",
     "RoundEvent",
     "RoundStep",
@@ -151,9 +159,11 @@ __all__ = [
     "ThermalState",
     "TokenEvent",
     "TokenKind",
+    "Unreachable",
     "Verdict",
     "VerifyBatch",
     "WhatIf",
+    "attach_remote",
     "batch_invariance",
     "best_depth",
     "catalog",

@@ -66,10 +66,13 @@ class Remote(Protocol):
 def attach(endpoint: Endpoint) -> Remote:
     """Ask the server what it is: ours first, then llama-server, vLLM, any OpenAI server."""
     from engine.remote.draftlight import DraftlightRemote
-    from engine.remote.openai_servers import attach_openai
 
     remote = DraftlightRemote.attach(endpoint)
-    return remote if remote is not None else attach_openai(endpoint)
+    if remote is not None:
+        return remote
+    from engine.remote.openai_servers import attach_openai
+
+    return attach_openai(endpoint)
 
 
 __all__ = [

@@ -9,6 +9,7 @@ reachable, or lost mid-reply.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import queue
@@ -151,11 +152,11 @@ class Endpoint:
         reader.start()
         try:
             while True:
+                if cancelled():
+                    return
                 try:
                     kind, item = reader.items.get(timeout=POLL_S)
                 except queue.Empty:
-                    if cancelled():
-                        return
                     continue
                 if kind == "data":
                     yield item
@@ -190,7 +191,8 @@ class _StreamReader(threading.Thread):
             self.items.put(("end", None))
         except RemoteError as exc:
             self.items.put(("error", exc))
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
+            # AttributeError: http.client's response, closed under the reader by `close`.
             if self._closed.is_set():
                 return
             if self._started_reading:
@@ -202,10 +204,8 @@ class _StreamReader(threading.Thread):
         self._closed.set()
         conn = self._conn
         if conn is not None and conn.sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked in recv
-            except OSError:
-                pass
         if conn is not None:
             conn.close()
 

@@ -4,14 +4,18 @@ OpenAI's `POST /v1/chat/completions` (streamed as server-sent events or whole) a
 `GET /v1/models`, so any OpenAI client can chat; every streamed chunk carries its token's
 provenance, round, position and probabilities under "draftlight", the last one the reply's
 stats. `POST /draftlight/v1/stream` streams our own events (the lines of `draftlight chat
---json --rounds`), `GET /draftlight/v1/box` tells what the server's box is and how hot it
-runs, `GET /draftlight/v1/status` how busy it is.
+--json --rounds`, after a line naming the reply and the server's box), `POST
+/draftlight/v1/cancel` stops one of them after its round (its stats still come),
+`GET /draftlight/v1/box` tells what the server's box is and how hot it runs,
+`GET /draftlight/v1/status` how busy it is.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import platform
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -49,6 +53,7 @@ class ServeConfig:
 def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
     """The server's routes over one loaded engine."""
     slot = Slot(config.queue)
+    stops: dict[str, threading.Event] = {}  # our streams' Stops, by the reply id their first line gives
     drafter = engine.drafter
     drafters = {"loaded": drafter, "ngram": None, "none": None}
 
@@ -79,22 +84,25 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
         return GenerationConfig(
             max_tokens=req.max_tokens,
             depth=req.depth,
-            sampling=SamplingConfig(temperature=req.temperature, top_p=req.top_p, seed=req.seed),
+            sampling=SamplingConfig(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed),
+            p_min=req.p_min,
             stop=req.stop,
             ignore_eog=req.ignore_eos,
         )
 
-    def reply_for(req: ChatRequest):
-        """The engine's events for a request; runs on the reply's thread."""
+    def reply_for(req: ChatRequest, stop: threading.Event | None = None):
+        """The engine's events for a request; runs on the reply's thread. `stop`: our stream's
+        own Stop (POST /draftlight/v1/cancel), which ends the reply after its round with its stats."""
 
-        def reply(cancelled):
+        def reply(left):
+            cancelled = left if stop is None else lambda: left() or stop.is_set()
             if req.drafter == "ngram" and drafters["ngram"] is None:
                 drafters["ngram"] = NgramDrafter()
             wanted = drafters[req.drafter]
             if engine.drafter is not wanted:  # a swap forgets Auto's state: only when it changes
                 engine.swap_drafter(wanted)
-            prompt = engine.tokenize_prompt(engine.render(list(req.messages), thinking=req.thinking))
-            return engine.stream(prompt, generation(req), cancelled)
+            rendered = engine.render(list(req.messages), thinking=req.thinking, cancelled=cancelled)
+            return engine.stream(engine.tokenize_prompt(rendered), generation(req), cancelled)
 
         return reply
 
@@ -107,9 +115,9 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
             out.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
         return out
 
-    async def events_of(req: ChatRequest) -> AsyncIterator[Event]:
+    async def events_of(req: ChatRequest, stop: threading.Event | None = None) -> AsyncIterator[Event]:
         """The reply's events; an engine failure becomes a RequestError with its sentence."""
-        async for event in slot.run(reply_for(req)):
+        async for event in slot.run(reply_for(req, stop)):
             if isinstance(event, DraftlightError):
                 raise RequestError(400, str(event))
             if isinstance(event, Exception):
@@ -128,11 +136,11 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
 
         return run
 
-    async def start(request: Request) -> tuple[ChatRequest, object, AsyncIterator]:
+    async def start(request: Request, stop: threading.Event | None = None) -> tuple[ChatRequest, object, AsyncIterator]:
         """The checked request and its reply's first event, read before answering, so that a
         refusal is a status code, not a broken stream."""
         req = protocol.parse_chat(await body_of(request), config.max_tokens, config.default_depth)
-        events = events_of(req)
+        events = events_of(req, stop)
         return req, await anext(events), events
 
     async def chat_completions(request: Request) -> Response:
@@ -143,11 +151,17 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
         return StreamingResponse(_openai_stream(cid, model_id, first, events, extra), media_type="text/event-stream")
 
     async def draftlight_stream(request: Request) -> Response:
-        _, first, events = await start(request)
+        reply_id, stop = protocol.completion_id(), threading.Event()
+        stops[reply_id] = stop
+        try:
+            _, first, events = await start(request, stop)
+        except BaseException:
+            stops.pop(reply_id, None)
+            raise
 
         async def lines() -> AsyncIterator[bytes]:
-            yield protocol.sse({"type": "box", **box_info()})
             try:
+                yield protocol.sse({"type": "box", "reply": reply_id, **box_info()})
                 async for event, tokens, rounds in _so_far(first, events):
                     line = event.to_json()
                     if isinstance(event, RunStats):
@@ -155,8 +169,22 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
                     yield protocol.sse(line)
             except RequestError as exc:
                 yield protocol.sse({"type": "error", **exc.body()["error"]})
+            finally:
+                stops.pop(reply_id, None)
 
         return StreamingResponse(lines(), media_type="text/event-stream")
+
+    async def cancel(request: Request) -> Response:
+        """Stop one of our streams after its round: the stream still ends with its stats."""
+        try:
+            reply_id = json.loads(await body_of(request)).get("reply")
+        except (ValueError, AttributeError):
+            reply_id = None
+        stop = stops.get(reply_id) if isinstance(reply_id, str) else None
+        if stop is None:
+            raise RequestError(404, "No running reply has that id (it may have ended already).", "not_found_error")
+        stop.set()
+        return JSONResponse({"cancelled": reply_id})
 
     def box_info() -> dict:
         thermal = read_thermal()
@@ -167,7 +195,13 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
             "runtime": runtime_version(),
             "model": model_id,
             "drafter": getattr(drafter, "name", None),
-            "thermal": {"state": thermal.state.value, "describe": thermal.describe()},
+            "thermal": {
+                "state": thermal.state.value,
+                "describe": thermal.describe(),
+                "source": thermal.source,
+                "temperature_c": thermal.temperature_c,
+                "cpu_speed_limit": thermal.cpu_speed_limit,
+            },
             "profile": profile.table() if profile is not None else None,
         }
 
@@ -189,6 +223,7 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
             Route("/v1/chat/completions", guarded(chat_completions), methods=["POST"]),
             Route("/v1/models", guarded(models), methods=["GET"]),
             Route("/draftlight/v1/stream", guarded(draftlight_stream), methods=["POST"]),
+            Route("/draftlight/v1/cancel", guarded(cancel), methods=["POST"]),
             Route("/draftlight/v1/box", guarded(box), methods=["GET"]),
             Route("/draftlight/v1/status", guarded(status), methods=["GET"]),
             Route("/health", health, methods=["GET"]),

@@ -53,11 +53,13 @@ class ChatRequest:
     drafter: str = "loaded"
     thinking: bool = False
     ignore_eos: bool = False  # write all max_tokens (benchmarks), as llama-server's ignore_eos
+    top_k: int = 0  # 0: off (llama-server's and vLLM's extension field)
+    p_min: float = 0.0  # stop drafting below this drafter confidence
 
 
 def parse_chat(body: bytes, max_tokens_limit: int, default_depth: Depth = AUTO) -> ChatRequest:
     """A chat completion request, checked; the "draftlight" object holds our settings
-    (depth: 0-6 or "auto", drafter: loaded/ngram/none, thinking)."""
+    (depth: 0-6 or "auto", drafter: loaded/ngram/none, thinking, p_min)."""
     try:
         d = json.loads(body)
     except (ValueError, RecursionError):
@@ -78,6 +80,12 @@ def parse_chat(body: bytes, max_tokens_limit: int, default_depth: Depth = AUTO) 
     if not 0.0 < top_p <= 1.0:
         raise RequestError(400, f"top_p must be above 0 and at most 1; it was {top_p:g}.")
     seed = _field(d, "seed", int, None)
+    top_k = _field(d, "top_k", int, 0)
+    if not 0 <= top_k <= 1 << 20:
+        raise RequestError(400, f"top_k must be between 0 (off) and {1 << 20:,}; it was {top_k:,}.")
+    p_min = ours.get("p_min", 0.0)
+    if isinstance(p_min, bool) or not isinstance(p_min, int | float) or not 0.0 <= p_min <= 1.0:
+        raise RequestError(400, f"draftlight.p_min must be a number from 0 to 1; it was {p_min!r}.")
     stop = _field(d, "stop", (str, list), [])
     stop = [stop] if isinstance(stop, str) else stop
     if len(stop) > MAX_STOPS or not all(isinstance(s, str) and 0 < len(s) <= 256 for s in stop):
@@ -94,6 +102,8 @@ def parse_chat(body: bytes, max_tokens_limit: int, default_depth: Depth = AUTO) 
         drafter=_drafter(ours.get("drafter", "loaded")),
         thinking=bool(ours.get("thinking", False)),
         ignore_eos=bool(_field(d, "ignore_eos", bool, False)),
+        top_k=top_k,
+        p_min=float(p_min),
     )
 
 

@@ -1,0 +1,138 @@
+"""`draftlight serve` as a remote engine: a real server child on localhost, read back into the
+engine's own events, token for token what the engine gives here; a Stop that ends the reply
+with its figures; sentences for every way a server can fail to be there."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from engine import (
+    Cancelled,
+    ConnectionLost,
+    DraftlightError,
+    Endpoint,
+    FinishReason,
+    GenerationConfig,
+    Message,
+    RunStats,
+    ThermalState,
+    TokenEvent,
+    Unreachable,
+    attach_remote,
+)
+from engine.remote.connection import _sse_items
+from engine.remote.draftlight import DraftlightRemote, thermal_of
+from tests.served import Served, free_port
+
+PROMPT = "Write a bubble sort in C++."
+
+
+@pytest.fixture(scope="module")
+def served(target_path, drafter_path):
+    server = Served(target_path, drafter_path, "--depth", "2")
+    yield server
+    server.stop()
+
+
+def key(e) -> tuple:
+    """What must match between an event streamed from the server and one made here."""
+    return type(e).__name__, getattr(e, "token_id", None), getattr(e, "kind", None), getattr(e, "round_index", None)
+
+
+def reply(remote, max_tokens: int, cancelled=lambda: False, text: str = PROMPT):
+    return list(remote.stream([Message("user", text)], GenerationConfig(max_tokens=max_tokens, depth=2), False,
+                              cancelled))  # fmt: skip
+
+
+def test_the_remote_reply_is_the_engines_own_token_for_token(served, engine):
+    remote = attach_remote(Endpoint(served.url))
+    assert isinstance(remote, DraftlightRemote)
+    assert remote.info.kind == "draftlight" and remote.info.provenance and remote.info.thermal
+    assert remote.info.model == "qwen2.5-coder-1.5b-instruct-q4_k_m"
+    assert remote.info.describe().startswith("draftlight serve on ") and served.url.endswith(remote.info.host)
+    events = reply(remote, 24)
+    prompt = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+    here = list(engine.stream(prompt, GenerationConfig(max_tokens=24, depth=2)))
+    assert [key(e) for e in events] == [key(e) for e in here]
+    got, want = events[-1], here[-1]
+    assert isinstance(got, RunStats) and got.finish_reason is FinishReason.MAX_TOKENS
+    assert (got.text, got.token_ids, got.drafted, got.accepted) == (
+        want.text,
+        want.token_ids,
+        want.drafted,
+        want.accepted,
+    )
+    assert got.accepted_per_position == want.accepted_per_position and got.drafted > 0
+    assert thermal_of(remote.box).state in set(ThermalState)
+
+
+def test_a_stop_mid_reply_ends_it_after_the_round_with_its_figures(served):
+    remote = attach_remote(Endpoint(served.url))
+    seen = []
+
+    def cancelled() -> bool:
+        return len(seen) >= 1 and time.monotonic() > seen[0] + 1.0
+
+    events = []
+    for event in remote.stream([Message("user", "Write a long essay about sorting.")],
+                               GenerationConfig(max_tokens=400, depth=2), False, cancelled):  # fmt: skip
+        events.append(event)
+        if isinstance(event, TokenEvent) and not seen:
+            seen.append(time.monotonic())
+    stats = events[-1]
+    assert isinstance(stats, RunStats) and stats.finish_reason is FinishReason.CANCELLED
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    assert 0 < len(tokens) < 400 and stats.token_ids == tuple(t.token_id for t in tokens)
+    assert remote.endpoint.get_json("/draftlight/v1/status")["cancelled"] >= 1
+    assert isinstance(reply(remote, 4)[-1], RunStats)  # the server answers the next one
+
+
+def test_a_stop_before_the_first_line_is_cancelled_and_the_server_goes_on(served):
+    remote = attach_remote(Endpoint(served.url))
+    with pytest.raises(Cancelled):
+        reply(remote, 400, cancelled=lambda: True)
+    assert isinstance(reply(remote, 4)[-1], RunStats)
+
+
+def test_servers_that_are_not_there_are_sentences():
+    port = free_port()
+    with pytest.raises(Unreachable, match=rf"Could not reach 127.0.0.1:{port}: nothing is listening there"):
+        attach_remote(Endpoint(f"http://127.0.0.1:{port}"))
+    for bad in ("127.0.0.1:8765", "ftp://host", "http://", "http://host:99999"):
+        with pytest.raises(DraftlightError, match=r"server address|port that is not a number"):
+            Endpoint(bad)
+
+
+def test_a_server_killed_mid_reply_is_a_lost_connection(smollm_path):
+    server = Served(smollm_path, "ngram", "--depth", "2")
+    try:
+        remote = attach_remote(Endpoint(server.url))
+        tokens = []
+        with pytest.raises(ConnectionLost, match=rf"The connection to 127.0.0.1:{server.port}"):
+            for event in remote.stream([Message("user", "Write a long story.")],
+                                       GenerationConfig(max_tokens=400, ignore_eog=True), False, lambda: False):  # fmt: skip
+                tokens.append(event)
+                if len(tokens) == 10:
+                    server.kill()
+        assert len(tokens) >= 10
+    finally:
+        server.stop()
+
+
+def test_event_stream_lines_are_read_as_the_format_says():
+    raw = (b": keep-alive\n\ndata: {\"a\": 1}\n\nevent: x\ndata: {\"b\":\ndata: 2}\n\n"
+           b"data: [DONE]\r\n\r\ndata: not json\n\n")  # fmt: skip
+    assert list(_sse_items(io.BytesIO(raw))) == [{"a": 1}, {"b": 2}, "[DONE]", "not json"]
+    with pytest.raises(ValueError, match="ended inside an event"):
+        list(_sse_items(io.BytesIO(b'data: {"a": 1}\n')))
+
+
+def test_a_box_line_of_the_wrong_shape_reads_as_unknown():
+    assert thermal_of({}).state is ThermalState.UNKNOWN
+    odd = thermal_of({"machine": "m", "thermal": {"state": "melting", "temperature_c": "hot", "source": 3}})
+    assert (odd.state, odd.temperature_c, odd.source) == (ThermalState.UNKNOWN, None, "m: not reported")
+    fine = thermal_of({"machine": "m", "thermal": {"state": "fair", "temperature_c": 71.5, "source": "pmset"}})
+    assert (fine.state, fine.temperature_c, fine.source) == (ThermalState.FAIR, 71.5, "m: pmset")
