@@ -1,6 +1,6 @@
 """Where the engine runs: this machine, or a server elsewhere (`draftlight serve`, llama-server, vLLM).
 
-The side panel's "Engine" box picks the place and remembers it; the thermal chart and the
+The Engine menu picks the place (the address and token remembered); the thermal chart and the
 status bar follow the box that does the work; a connection lost mid-reply keeps what
 arrived and offers a retry.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEdit, QPushButton
+from PySide6.QtGui import QAction, QActionGroup
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit
 
-from app import settings
 from engine import RemoteInfo, ThermalReading, ThermalSampler, TokenEvent, TokenKind
 
-LOCAL, REMOTE = "local", "remote"
+REMOTE = "remote"
 TUNNEL_HINT = (
     "On the server: draftlight serve (it listens on 127.0.0.1:8765). Here: ssh -L 8765:127.0.0.1:8765 HOST, "
     "then connect to http://127.0.0.1:8765. llama-server and vLLM answer too, without token colours."
@@ -24,71 +24,69 @@ REMOTE_THERMAL_S = 2.0  # one small request to the server per reading
 UNCOLOURED = "tokens not coloured: the server did not report where each came from"
 
 
-class EnginePlace(QGroupBox):
-    """Engine: this machine, or a remote server at a URL with its token."""
+class RemoteDialog(QDialog):
+    """The Engine menu's "Remote server…": an address and a token, with the tunnel recipe."""
 
-    local_chosen = Signal()
-    remote_chosen = Signal(str, str)  # url, token
+    chosen = Signal(str, str)  # url, token
 
-    def __init__(self, parent=None) -> None:
-        super().__init__("Engine", parent)
+    def __init__(self, url: str, token: str, parent=None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Remote engine")
         form = QFormLayout(self)
-        self.place = QComboBox()
-        self.place.setObjectName("engine_place")
-        self.place.addItem("This machine", LOCAL)
-        self.place.addItem("Remote server", REMOTE)
-        self.url = QLineEdit()
+        self.url = QLineEdit(url)
         self.url.setObjectName("remote_url")
         self.url.setPlaceholderText("http://127.0.0.1:8765")
-        self.token = QLineEdit()
+        self.url.setMinimumWidth(320)
+        self.token = QLineEdit(token)
         self.token.setObjectName("remote_token")
         self.token.setEchoMode(QLineEdit.EchoMode.Password)
         self.token.setPlaceholderText("the server's --token, if it has one")
-        self.connect_button = QPushButton("Connect")
-        self.connect_button.setObjectName("remote_connect")
-        self.hint = QLabel(TUNNEL_HINT)
-        self.hint.setWordWrap(True)
-        self.hint.setObjectName("remote_hint")
-        form.addRow("Runs on", self.place)
-        self._rows = [("Server", self.url), ("Token", self.token), (None, self.connect_button), (None, self.hint)]
-        for label, widget in self._rows:
-            if label:
-                form.addRow(label, widget)
-            else:
-                form.addRow(widget)
-        self._form = form
-        self.place.activated.connect(self._place_chosen)
-        self.connect_button.clicked.connect(self._connect)
-        self.url.returnPressed.connect(self._connect)
-        self._show_fields()
+        hint = QLabel(TUNNEL_HINT)
+        hint.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        connect = buttons.addButton("Connect", QDialogButtonBox.ButtonRole.AcceptRole)
+        connect.setObjectName("remote_connect")
+        connect.setDefault(True)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow("Server", self.url)
+        form.addRow("Token", self.token)
+        form.addRow(hint)
+        form.addRow(buttons)
 
-    def is_remote(self) -> bool:
-        return self.place.currentData() == REMOTE
+    def accept(self) -> None:
+        self.chosen.emit(self.url.text().strip() or self.url.placeholderText(), self.token.text().strip())
+        super().accept()
 
-    def _show_fields(self) -> None:
-        for _, widget in self._rows:
-            self._form.setRowVisible(widget, self.is_remote())
 
-    def _place_chosen(self, _: int) -> None:
-        self._show_fields()
-        if not self.is_remote():
-            self.local_chosen.emit()
-        elif self.url.text().strip():
-            self._connect()
+class EngineMenu:
+    """The Engine menu: This machine, or Remote server…; the checked one is where replies come from."""
 
-    def _connect(self) -> None:
-        self.remote_chosen.emit(self.url.text().strip() or self.url.placeholderText(), self.token.text().strip())
+    def __init__(self, window, use_local: Callable[[], None], use_remote: Callable[[str, str], None]) -> None:
+        self.window, self._use_remote = window, use_remote
+        menu = window.menuBar().addMenu("&Engine")
+        group = QActionGroup(menu)
+        self.local = QAction("This machine", menu, checkable=True)
+        self.remote = QAction("Remote server…", menu, checkable=True)
+        for action in (self.local, self.remote):
+            group.addAction(action)
+            menu.addAction(action)
+        self.local.triggered.connect(use_local)
+        self.remote.triggered.connect(self.ask)
+        self.dialog: RemoteDialog | None = None
+        self.show(window.prefs.engine_place == REMOTE)
 
-    def apply(self, prefs: settings.Preferences) -> None:
-        self.place.setCurrentIndex(max(self.place.findData(prefs.engine_place), 0))
-        self.url.setText(prefs.remote_url)
-        self.token.setText(prefs.remote_token)
-        self._show_fields()
+    def ask(self) -> RemoteDialog:
+        """The address dialog, filled with the last one used; Connect attaches."""
+        prefs = self.window.prefs
+        self.show(self.window.pair is not None and self.window.pair.remote is not None)  # until it answers
+        self.dialog = RemoteDialog(prefs.remote_url, prefs.remote_token, self.window)
+        self.dialog.chosen.connect(self._use_remote)
+        self.dialog.open()
+        return self.dialog
 
-    def store(self, prefs: settings.Preferences) -> None:
-        prefs.engine_place = self.place.currentData()
-        prefs.remote_url = self.url.text().strip()
-        prefs.remote_token = self.token.text().strip()
+    def show(self, remote: bool) -> None:
+        (self.remote if remote else self.local).setChecked(True)
 
 
 class ThermalSource:

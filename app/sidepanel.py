@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings
-from app.remote import EnginePlace
 from engine import AUTO, MAX_DEPTH, Depth, GenerationConfig, SamplingConfig, catalog, local_models
 
 CHOOSE = "__choose__"
@@ -42,9 +41,6 @@ class SidePanel(QWidget):
         self._loaded = ("", "")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-
-        self.engine_place = EnginePlace()  # this machine, or a server elsewhere
-        layout.addWidget(self.engine_place)
 
         models = QGroupBox("Models")
         self.models_box = models
@@ -237,7 +233,6 @@ class SidePanel(QWidget):
 
     def apply(self, prefs: settings.Preferences) -> None:
         """Show saved preferences."""
-        self.engine_place.apply(prefs)
         self.set_depth(prefs.depth)
         self.temperature.setValue(prefs.temperature)
         self.max_tokens.setValue(prefs.max_tokens)
@@ -246,7 +241,6 @@ class SidePanel(QWidget):
 
     def store(self, prefs: settings.Preferences) -> None:
         """Write what the panel shows into preferences (saved when the window closes)."""
-        self.engine_place.store(prefs)
         prefs.depth = self.chosen_depth()
         prefs.temperature = self.temperature.value()
         prefs.max_tokens = self.max_tokens.value()
@@ -270,4 +264,4 @@ class SidePanel(QWidget):
         """A remote engine's models are the server's: the pickers wait until this machine is chosen again."""
         for widget in (self.target, self.drafter, self.check_pair):
             widget.setEnabled(not remote)
-        self.models_box.setTitle("Models (the server's: choose This machine to pick)" if remote else "Models")
+        self.models_box.setTitle("Models (the server's; Engine → This machine to pick)" if remote else "Models")

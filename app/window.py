@@ -14,7 +14,7 @@ from app.charts import ChartModel, ChartsPanel
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
 from app.firstrun import is_missing_model
 from app.pairing import PairingPanel
-from app.remote import ThermalSource, place_text, uncoloured_note
+from app.remote import EngineMenu, ThermalSource, place_text, uncoloured_note
 from app.replies import ReplyWriter
 from app.sidepanel import SidePanel
 from app.statusbar import StatusLine, plain_pass_s
@@ -92,6 +92,7 @@ class MainWindow(ToolWindows, QMainWindow):
             self._say("The engine can be changed once the reply has finished.")
             return
         self.attaching = True
+        self.prefs.remote_url, self.prefs.remote_token = url, token
         self.side.verdict.setText(f"Connecting to {url}…")
         self.request_attach.emit(AttachRequest(url, token or None))
 
@@ -137,6 +138,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.status = StatusLine(self.statusBar())
 
         self._build_menus()
+        self.engine_menu = EngineMenu(self, self.use_this_machine, self.attach)
 
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.chosen.connect(self._conversation_chosen)
@@ -145,8 +147,6 @@ class MainWindow(ToolWindows, QMainWindow):
         self.stop_button.clicked.connect(self.stop)
         self.side.models_requested.connect(self._models_requested)
         self.side.check_pair_requested.connect(lambda t, d: PairingPanel.open_for(self, t, d))
-        self.side.engine_place.remote_chosen.connect(self.attach)
-        self.side.engine_place.local_chosen.connect(self.use_this_machine)
         self._fit_to_screen()
 
     def _fit_to_screen(self) -> None:
@@ -345,6 +345,8 @@ class MainWindow(ToolWindows, QMainWindow):
 
     def _loaded(self, info: PairInfo) -> None:
         self.pair, self.attaching = info, False
+        self.prefs.engine_place = "remote" if info.remote else "local"
+        self.engine_menu.show(info.remote is not None)
         if info.remote is None:
             self.prefs.target, self.prefs.drafter = info.target, info.drafter
             self.side.show_loaded(info.target, info.drafter)
@@ -363,7 +365,8 @@ class MainWindow(ToolWindows, QMainWindow):
     def _load_failed(self, message: str) -> None:
         if self.attaching:  # a server that did not answer: whatever ran before still does
             self.attaching = False
-            after = "Replies still come from before." if self.pair else "Check the address and press Connect."
+            self.engine_menu.show(self.pair is not None and self.pair.remote is not None)
+            after = "Replies still come from before." if self.pair else "Check the address (Engine → Remote server…)."
             self.side.show_verdict(f"{message} {after}", False)
             self._say(f"{message} {after}")
         elif self.pair is not None:

@@ -132,7 +132,7 @@ class EngineWorker(QObject):
         if self.remote is not None:
             return (
                 f"Replies come from {self.remote.info.describe()}; this tool runs this machine's engine: "
-                "choose This machine in the Engine box to use it."
+                "choose Engine → This machine to use it."
             )
         return "No model is loaded yet."
 

@@ -31,6 +31,8 @@ def main() -> int:
 
     app = make_app()
     tmp = Path(tempfile.mkdtemp(prefix="draftlight-shots-"))
+    if "remote" in sys.argv[1:]:  # only this one: `python docs/screenshots.py remote`
+        return remote(app, tmp)
     window = MainWindow(store_path=tmp / "c.sqlite3", prefs=settings.Preferences(depth=3, max_tokens=200))
     window.resize(1500, 920)
     window.show()
@@ -93,6 +95,42 @@ def rejections(app, window) -> None:
         app.processEvents()
         time.sleep(0.02)
     QGuiApplication.primaryScreen().grabWindow(0).save(str(OUT / "rejections.png"))
+
+
+def remote(app, tmp: Path) -> int:
+    """The window attached to `draftlight serve` (a child process here, as it would be across a
+    tunnel), mid-conversation: the Engine box, the status bar naming the server's box."""
+
+    from app import settings
+    from app.window import MainWindow
+
+    sys.path.insert(0, str(OUT.parent))
+    from engine import catalog
+    from tests.served import Served
+
+    target = catalog.resolve(catalog.DEFAULT_TARGET, download=False)
+    drafter = catalog.resolve(catalog.DEFAULT_DRAFTER, download=False)
+    server = Served(target, drafter, "--depth", "3", "--token", "classroom")
+    try:
+        prefs = settings.Preferences(depth=3, max_tokens=160, engine_place="remote", remote_url=server.url,
+                                     remote_token="classroom")  # fmt: skip
+        window = MainWindow(store_path=tmp / "remote.sqlite3", prefs=prefs)
+        window.resize(1500, 920)
+        window.show()
+        wait(lambda: window.pair is not None and not window.busy)
+        window.input.setPlainText("Write a Python function that merges two sorted lists.")
+        window.send()
+        wait(lambda: not window.streaming)
+        wait(lambda: bool(window.chart_model.thermal), timeout=10)
+        window.charts.refresh()
+        for _ in range(20):
+            app.processEvents()
+            time.sleep(0.02)
+        window.grab().save(str(OUT / "remote.png"))
+        window.close()
+    finally:
+        server.stop()
+    return 0
 
 
 if __name__ == "__main__":

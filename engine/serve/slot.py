@@ -13,7 +13,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
-from engine.events import Event, FinishReason, RunStats
+from engine.events import Event, FinishReason, RunStats, TokenEvent
 from engine.serve.protocol import RequestError
 
 _END = object()
@@ -67,21 +67,31 @@ class Slot:
 
         def work() -> None:
             last = None
+            pending: list = []
             try:
                 for last in reply(stop.is_set):
-                    loop.call_soon_threadsafe(events.put_nowait, last)
+                    pending.append(last)
+                    # A round's tokens travel with their round: one wake-up of the event loop a
+                    # round, not one an event, which on a small box takes cores from the decode.
+                    if not isinstance(last, TokenEvent):
+                        loop.call_soon_threadsafe(events.put_nowait, pending)
+                        pending = []
             except Exception as exc:  # the client reads it as a sentence; the server goes on
-                loop.call_soon_threadsafe(events.put_nowait, exc)
+                loop.call_soon_threadsafe(events.put_nowait, [*pending, exc])
+                pending = []
             finally:
                 cancelled = isinstance(last, RunStats) and last.finish_reason is FinishReason.CANCELLED
                 loop.call_soon_threadsafe(self._release, cancelled)
-                loop.call_soon_threadsafe(events.put_nowait, _END)
+                loop.call_soon_threadsafe(events.put_nowait, [*pending, _END])
 
         self.counters.replies += 1
         threading.Thread(target=work, name="draftlight-reply", daemon=True).start()
         try:
-            while (event := await events.get()) is not _END:
-                yield event
+            while True:
+                for event in await events.get():
+                    if event is _END:
+                        return
+                    yield event
         finally:
             stop.set()  # a client that left, or a reply that ended: either way nothing more is wanted
 

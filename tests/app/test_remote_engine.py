@@ -58,15 +58,29 @@ def test_a_remote_reply_is_coloured_as_the_engine_streamed_it(make_window, send,
     assert window.chart_model.thermal[-1].source.startswith(f"{platform.node()}: ")
 
 
-def test_a_wrong_token_is_a_sentence_and_this_machine_stays_usable(make_window, server, qtbot):
+def test_the_engine_menu_attaches_remembers_and_comes_back(make_window, server, qtbot):
     window = make_window(wait=False, **remote_prefs(server, token="wrong"))
     qtbot.waitUntil(lambda: not window.attaching, timeout=LOAD_TIMEOUT_MS)
     assert window.pair is None
     assert "wants a token (401)" in window.notice.text() and "Check the address" in window.notice.text()
-    window.side.engine_place.place.setCurrentIndex(0)
-    window.side.engine_place.place.activated.emit(0)  # "This machine": its own models load
+
+    dialog = window.engine_menu.ask()  # Engine → Remote server…, filled with what was tried
+    assert (dialog.url.text(), dialog.token.text()) == (server.url, "wrong")
+    dialog.token.setText(TOKEN)
+    dialog.accept()
     qtbot.waitUntil(lambda: window.pair is not None and not window.busy, timeout=LOAD_TIMEOUT_MS)
-    assert window.pair.remote is None and window.worker.engine is not None
+    assert window.pair.remote is not None and window.engine_menu.remote.isChecked()
+    assert (window.prefs.engine_place, window.prefs.remote_url, window.prefs.remote_token) == (
+        "remote",
+        server.url,
+        TOKEN,
+    )
+
+    window.engine_menu.local.trigger()  # Engine → This machine: its own models load
+    qtbot.waitUntil(lambda: window.pair.remote is None and not window.busy, timeout=LOAD_TIMEOUT_MS)
+    assert window.worker.engine is not None and window.engine_menu.local.isChecked()
+    assert window.prefs.engine_place == "local" and window.status.labels["place"].text() == "this machine"
+    assert window.side.target.isEnabled() and not window.thermal.remote
 
 
 def test_a_server_killed_mid_reply_keeps_the_partial_reply_and_retry_asks_again(make_window, smollm_path, qtbot):

@@ -31,3 +31,12 @@ def test_older_and_damaged_depths(private_settings, stored, read):
     private_settings.setValue("generation/depth", stored)
     private_settings.sync()
     assert settings.load().depth == read
+
+
+def test_the_engines_place_reads_back_and_a_damaged_one_is_this_machine(private_settings):
+    settings.save(settings.Preferences(engine_place="remote", remote_url="http://127.0.0.1:9000", remote_token="t0k"))
+    p = settings.load()
+    assert (p.engine_place, p.remote_url, p.remote_token) == ("remote", "http://127.0.0.1:9000", "t0k")
+    private_settings.setValue("engine/place", "the moon")
+    private_settings.sync()
+    assert settings.load().engine_place == "local"
