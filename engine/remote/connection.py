@@ -9,6 +9,7 @@ reachable, or lost mid-reply.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import queue
@@ -181,16 +182,20 @@ class _StreamReader(threading.Thread):
     def run(self) -> None:
         try:
             self._conn = self.endpoint._connection(CONNECT_TIMEOUT_S)
-            response = self.endpoint._open(self._conn, "POST", self.path, self.body)
+            self._conn.connect()
+            # Connected: from here the server may say nothing until its prefill is done (llama-server
+            # sends even its status line with the first token), so it gets the idle allowance.
             if self._conn.sock is not None:
                 self._conn.sock.settimeout(IDLE_TIMEOUT_S)
+            response = self.endpoint._open(self._conn, "POST", self.path, self.body)
             self._started_reading = True
             for item in _sse_items(response):
                 self.items.put(("data", item))
             self.items.put(("end", None))
         except RemoteError as exc:
             self.items.put(("error", exc))
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        # AttributeError: http.client's own, when close() pulls the socket from under a blocked read
+        except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
             if self._closed.is_set():
                 return
             if self._started_reading:
@@ -202,10 +207,8 @@ class _StreamReader(threading.Thread):
         self._closed.set()
         conn = self._conn
         if conn is not None and conn.sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked in recv
-            except OSError:
-                pass
         if conn is not None:
             conn.close()
 
