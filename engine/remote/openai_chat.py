@@ -201,9 +201,11 @@ class OpenAIRemote:
         if reply.finish is None and not reply.done and not stopped:
             stopped = cancelled()
             if not stopped:
+                # http.client reads a chunked stream cut short as a clean end: only the missing
+                # finish tells the two apart
                 raise ConnectionLost(
-                    f"{self.endpoint.host} ended the reply without finishing it (no finish_reason came); "
-                    "the text so far is kept."
+                    f"The connection to {self.endpoint.host} was lost mid-reply (the stream ended before the "
+                    "reply's finish); the text so far is kept."
                 )
         yield self.run_stats(reply, config, before, stopped)
 

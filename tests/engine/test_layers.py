@@ -30,7 +30,15 @@ LAYERS = (
     ("engine.speculative",),
     ("engine.measure",),
     ("engine.session",),
-    ("engine.stepping", "engine.replay", "engine.replayschema", "engine.ruler", "engine.pairprobe", "engine.serve"),
+    (
+        "engine.stepping",
+        "engine.replay",
+        "engine.replayschema",
+        "engine.ruler",
+        "engine.pairprobe",
+        "engine.serve",
+        "engine.remote",
+    ),
     ("engine.pairdoctor",),
     ("engine.arguments", "engine.cli"),
     ("engine",),  # the public face: the package's __init__
