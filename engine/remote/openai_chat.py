@@ -193,8 +193,8 @@ class OpenAIRemote:
                         position=0,
                         target_prob=UNREPORTED_PROB,
                     )
-                if cancelled():
-                    stopped = reply.finish is None
+                if reply.finish is None and cancelled():  # a finished reply reads on to its totals
+                    stopped = True
                     break
         finally:
             items.close()  # closing the connection is what stops a server mid-reply

@@ -16,8 +16,10 @@ drafted, draft_n and draft_n_accepted, this reply's own totals.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import PurePath
 
+from engine.chat import Message
 from engine.remote import Remote, RemoteInfo
 from engine.remote.connection import Endpoint, RemoteError
 from engine.remote.openai_chat import Drafts, OpenAIRemote, Reply, _count
@@ -41,7 +43,7 @@ class LlamaServerRemote(OpenAIRemote):
         "with each reply (speculative.n_max), which only builds that take a per-request depth follow."
     )
 
-    def request_body(self, messages, config: GenerationConfig, thinking: bool) -> dict:
+    def request_body(self, messages: Sequence[Message], config: GenerationConfig, thinking: bool) -> dict:
         body = super().request_body(messages, config, thinking)
         if config.sampling.top_k > 0:
             body["top_k"] = config.sampling.top_k
@@ -49,8 +51,10 @@ class LlamaServerRemote(OpenAIRemote):
             body["ignore_eos"] = True
         body["chat_template_kwargs"] = {"enable_thinking": thinking}
         if isinstance(config.depth, int):  # Auto: the server's own setting
-            # llama-server's per-request draft settings (tools/server/server-schema.cpp); n_min 0
-            # lets the last rounds draft only what the token budget leaves, as the engine does.
+            # llama-server's per-request draft settings, as the oracle sends them (engine/ruler/oracle.py);
+            # n_min 0 lets the last rounds draft only what the token budget leaves, as the engine does.
+            # The build `make oracle` makes compiles them out (tools/server/server-schema.cpp, the
+            # `#if 0` around "speculative.n_max"), and its command line's depth rules.
             body["speculative.n_max"] = config.depth
             body["speculative.n_min"] = 0
         return body
@@ -58,10 +62,10 @@ class LlamaServerRemote(OpenAIRemote):
     def counts(self, reply: Reply) -> tuple[int, int, float, float]:
         t = reply.timings
         prompt, generated = _count(t, "prompt_n"), _count(t, "predicted_n")
-        prompt_ms, predicted_ms = (t or {}).get("prompt_ms"), (t or {}).get("predicted_ms")
-        if None in (prompt, generated) or not all(isinstance(x, int | float) for x in (prompt_ms, predicted_ms)):
+        prompt_ms, predicted_ms = _milliseconds(t, "prompt_ms"), _milliseconds(t, "predicted_ms")
+        if prompt is None or generated is None or prompt_ms is None or predicted_ms is None:
             return super().counts(reply)  # a reply cut short carries no timings
-        return int(prompt), int(generated), float(prompt_ms) / 1e3, float(predicted_ms) / 1e3  # type: ignore[arg-type]
+        return prompt, generated, prompt_ms / 1e3, predicted_ms / 1e3
 
     def drafts(self, reply: Reply, config: GenerationConfig, before: object) -> Drafts:
         if reply.timings is None:
@@ -72,6 +76,11 @@ class LlamaServerRemote(OpenAIRemote):
         # Each target pass after the prompt's writes the drafts it kept plus one token of its own.
         rounds = max(generated - 1 - accepted, 0)
         return Drafts(drafted, accepted, rounds)
+
+
+def _milliseconds(d: dict | None, key: str) -> float | None:
+    value = d.get(key) if d else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _is_llama_server(props: dict) -> bool:

@@ -18,8 +18,10 @@ are used where present, and nothing is shared.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.chat import Message
 from engine.remote.connection import RemoteError, Unreachable
 from engine.remote.openai_chat import Drafts, OpenAIRemote, Reply
 from engine.remote.prometheus import by_label, parse_samples, total
@@ -126,7 +128,7 @@ class VllmRemote(OpenAIRemote):
         "of the server, so a reply's figures include any other reply running at the same time."
     )
 
-    def request_body(self, messages, config: GenerationConfig, thinking: bool) -> dict:
+    def request_body(self, messages: Sequence[Message], config: GenerationConfig, thinking: bool) -> dict:
         body = super().request_body(messages, config, thinking)
         if config.sampling.top_k > 0:
             body["top_k"] = config.sampling.top_k
