@@ -182,9 +182,12 @@ class _StreamReader(threading.Thread):
     def run(self) -> None:
         try:
             self._conn = self.endpoint._connection(CONNECT_TIMEOUT_S)
-            response = self.endpoint._open(self._conn, "POST", self.path, self.body)
+            self._conn.connect()
+            # Connected: from here the server may say nothing until its prefill is done (llama-server
+            # sends even its status line with the first token), so it gets the idle allowance.
             if self._conn.sock is not None:
                 self._conn.sock.settimeout(IDLE_TIMEOUT_S)
+            response = self.endpoint._open(self._conn, "POST", self.path, self.body)
             self._started_reading = True
             for item in _sse_items(response):
                 self.items.put(("data", item))
