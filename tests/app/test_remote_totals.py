@@ -17,7 +17,7 @@ def totals(drafted_per_position=(), accepted_per_position=(), drafted=0, accepte
         drafted=drafted or sum(drafted_per_position), accepted=accepted or sum(accepted_per_position),
         acceptance_per_position=(), drafted_per_position=tuple(drafted_per_position),
         accepted_per_position=tuple(accepted_per_position), draft_s=0.0, verify_s=0.0, commit_s=0.0,
-        rewind_s=0.0, overhead_s=0.0, finish_reason=FinishReason.MAX_TOKENS,
+        rewind_s=0.0, overhead_s=0.0, finish_reason=FinishReason.MAX_TOKENS, from_prefill=1,
     )  # fmt: skip
 
 
