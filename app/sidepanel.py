@@ -45,6 +45,7 @@ class SidePanel(QWidget):
         models = QGroupBox("Models")
         self.models_box = models
         form = QFormLayout(models)
+        self._models_form = form
         self.target = QComboBox()
         self.target.setObjectName("target")
         self.drafter = QComboBox()
@@ -262,6 +263,6 @@ class SidePanel(QWidget):
 
     def show_remote(self, remote: bool) -> None:
         """A remote engine's models are the server's: the pickers wait until this machine is chosen again."""
-        for widget in (self.target, self.drafter, self.check_pair):
-            widget.setEnabled(not remote)
-        self.models_box.setTitle("Models (the server's; Engine → This machine to pick)" if remote else "Models")
+        for widget in (self.target, self.drafter, self.check_pair):  # this machine's choice, kept for coming back
+            self._models_form.setRowVisible(widget, not remote)
+        self.models_box.setTitle("Models (the server's; Engine → This machine to pick here)" if remote else "Models")

@@ -81,6 +81,12 @@ class PairInfo:
     remote_thermal: Callable[[], ThermalReading] | None = None  # reads the remote box's thermal state
 
 
+def remote_verdict(info: RemoteInfo) -> str:
+    """What the side panel says of a remote engine: where, which model, which drafter."""
+    drafter = f", drafted by {info.drafter}" if info.drafter else ""
+    return f"Replies come from {info.describe()}: {info.model}{drafter}. {info.notes}".strip()
+
+
 @dataclass(frozen=True)
 class AttachRequest:
     """Use the engine at this address instead of this machine's."""
@@ -188,7 +194,7 @@ class EngineWorker(QObject):
             kind = "remote" if info.drafter or info.kind != "draftlight" else "none"
             self.loaded.emit(
                 PairInfo(target="", target_name=info.model, drafter="", drafter_name=info.drafter or "the server's own",
-                         drafter_kind=kind, verdict=f"Replies come from {info.describe()}. {info.notes}".strip(),
+                         drafter_kind=kind, verdict=remote_verdict(info),
                          compatible=True, mode="remote", remote=info, remote_thermal=remote.read_thermal)
             )  # fmt: skip
         except DraftlightError as exc:

@@ -5,7 +5,11 @@ Decode speed is measured where a user sees it: from the first token's arrival to
 (tokens - 1) / seconds, in this process's own loop for the local arm and at the HTTP client
 (a streamed chat completion) for the served one. Usage:
 
-    python benchmarks/serve_latency.py [--repeats 7] [--tokens 128] [--depths 0,2]
+    python benchmarks/serve_latency.py [--repeats 7] [--tokens 128] [--depths 0,2] [--threads N]
+
+--threads sets llama.cpp's threads in both arms (default: every core, up to 8). On a box with
+as many decode threads as cores, the server's event loop and the client wake once a token and
+take a core from the decode; with a core left for them, what remains is serving's own cost.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -23,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine import Engine, GenerationConfig, Message, TokenEvent, catalog  # noqa: E402
+from engine import Engine, GenerationConfig, Message, RuntimeOptions, TokenEvent, catalog  # noqa: E402
 
 PROMPT = "Write a bubble sort in C++."
 
@@ -54,6 +59,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--depths", default="0,2")
+    p.add_argument("--threads", type=int, default=0)
     args = p.parse_args()
     depths = [int(d) for d in args.depths.split(",")]
     target = catalog.resolve(catalog.DEFAULT_TARGET, download=False)
@@ -62,8 +68,8 @@ def main() -> int:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--port", str(port), "--target",
-                               str(target), "--drafter", str(drafter)], cwd=ROOT)  # fmt: skip
-    engine = Engine.load(target, drafter)
+                               str(target), "--drafter", str(drafter), "--threads", str(args.threads)], cwd=ROOT)  # fmt: skip
+    engine = Engine.load(target, drafter, RuntimeOptions(n_threads=args.threads))
     try:
         while True:
             try:
@@ -78,7 +84,9 @@ def main() -> int:
             for depth in depths:
                 results[("local", depth)].append(local_tps(engine, depth, args.tokens))
                 results[("served", depth)].append(served_tps(port, depth, args.tokens))
-        print(f"decode tok/s at the consumer, {args.tokens} tokens, median of {args.repeats}, interleaved")
+        threads = RuntimeOptions(n_threads=args.threads).threads
+        print(f"decode tok/s at the consumer, {args.tokens} tokens, {threads} decode threads on {os.cpu_count()} "
+              f"cores, median of {args.repeats}, interleaved")  # fmt: skip
         print("| depth | local | served | served / local | per repeat: median (range) |")
         print("|---:|---:|---:|---:|---|")
         for depth in depths:

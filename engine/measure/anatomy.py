@@ -43,10 +43,12 @@ class WhatIf:
     tps: float | None  # predicted decode tokens/s (None without the rounds' timings)
 
     def sentence(self, measured_tps: float | None = None) -> str:
-        head = (
-            f"with p_min {self.p_min:g} this reply would have skipped {self.skipped} drafts, "
-            f"{self.skipped_rejected} of them rejected"
-        )
+        if self.skipped == 1:
+            which = "which the target rejected" if self.skipped_rejected else "which the target would have kept"
+            skipped = f"1 draft, {which}"
+        else:
+            skipped = f"{self.skipped} drafts, {self.skipped_rejected} of them rejected"
+        head = f"with p_min {self.p_min:g} this reply would have skipped {skipped}"
         if self.tps is None:
             return head
         versus = f" against {measured_tps:.1f} measured" if measured_tps else ""

@@ -34,7 +34,8 @@ def test_a_remote_reply_is_coloured_as_the_engine_streamed_it(make_window, send,
     assert window.pair.remote is not None and window.pair.remote.kind == "draftlight"
     assert window.status.labels["place"].toolTip() == place_text(window.pair.remote)
     assert f"draftlight serve on {platform.node()}" in window.status.labels["place"].toolTip()
-    assert not window.side.target.isEnabled()  # the server's models, not this machine's
+    assert not window.side.target.isVisibleTo(window)  # the server's models, not this machine's
+    assert "qwen2.5-coder-1.5b-instruct-q4_k_m, drafted by Qwen2.5 Coder 0.5B" in window.side.verdict.text()
     assert window.worker.engine is None  # nothing loaded here
 
     stats = send(window, PROMPT)
@@ -76,11 +77,17 @@ def test_the_engine_menu_attaches_remembers_and_comes_back(make_window, server, 
         TOKEN,
     )
 
+    teaching = window.open_teaching()  # runs this machine's engine: it says so, and how to get it back
+    teaching.prompt.setText("Say hi.")
+    teaching.start()
+    qtbot.waitUntil(lambda: "Engine → This machine" in teaching.explanation.text(), timeout=LOAD_TIMEOUT_MS)
+    teaching.close()
+
     window.engine_menu.local.trigger()  # Engine → This machine: its own models load
     qtbot.waitUntil(lambda: window.pair.remote is None and not window.busy, timeout=LOAD_TIMEOUT_MS)
     assert window.worker.engine is not None and window.engine_menu.local.isChecked()
     assert window.prefs.engine_place == "local" and window.status.labels["place"].text() == "this machine"
-    assert window.side.target.isEnabled() and not window.thermal.remote
+    assert window.side.target.isVisibleTo(window) and not window.thermal.remote
 
 
 def test_a_server_killed_mid_reply_keeps_the_partial_reply_and_retry_asks_again(make_window, smollm_path, qtbot):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine import GenerationConfig, Message, RoundEvent, TokenEvent, TokenKind
-from engine.measure.anatomy import rank_bucket, rejection_anatomy, what_if
+from engine.measure.anatomy import WhatIf, rank_bucket, rejection_anatomy, what_if
 
 PROSE = "Write a short travel blog paragraph about a morning in Lisbon."
 TOP = 16  # the drafter's candidates each token reports
@@ -103,3 +103,10 @@ def test_rounds_without_confidences_are_replayed_unchanged():
     assert (w.skipped, w.skipped_rejected) == (0, 0)
     a = rejection_anatomy([], rounds)
     assert a.rejections == 0 and a.summary() == "No rejected draft had a drafter distribution to read."
+
+
+def test_one_skipped_draft_reads_as_one():
+    rejected = WhatIf(p_min=0.3, skipped=1, skipped_rejected=1, skipped_accepted=0, tps=None)
+    kept = WhatIf(p_min=0.3, skipped=1, skipped_rejected=0, skipped_accepted=1, tps=None)
+    assert rejected.sentence() == "with p_min 0.3 this reply would have skipped 1 draft, which the target rejected"
+    assert kept.sentence() == "with p_min 0.3 this reply would have skipped 1 draft, which the target would have kept"
