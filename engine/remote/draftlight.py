@@ -20,6 +20,17 @@ from engine.events import Event, RunStats, event_from_json
 from engine.measure.thermal import ThermalReading, ThermalState
 from engine.remote import RemoteInfo
 from engine.remote.connection import ConnectionLost, Endpoint, RemoteError, Unreachable
+from engine.replayschema import (
+    MAX_DRAFTED,
+    MAX_TOKEN_ID,
+    ROUND_TIMES,
+    Invalid,
+    array,
+    check_stats,
+    check_token,
+    integer,
+    number,
+)
 from engine.speculative import GenerationConfig
 
 STREAM = "/draftlight/v1/stream"
@@ -110,8 +121,9 @@ class DraftlightRemote:
             if kind == "error":
                 raise RemoteError(f"{self.endpoint.host}: {item.get('message', 'the reply failed')}", item.get("code"))
             try:
+                check_line(item)  # a server's lines are untrusted: bounded before anything counts them
                 event = event_from_json(item)
-            except (KeyError, TypeError, ValueError) as exc:
+            except (Invalid, KeyError, TypeError, ValueError) as exc:
                 raise RemoteError(f"{self.endpoint.host} sent an event this app cannot read ({exc}).") from None
             yield event
             if isinstance(event, RunStats):
@@ -136,6 +148,26 @@ class DraftlightRemote:
             return ThermalReading(ThermalState.UNKNOWN, f"{self.endpoint.host} did not answer: {exc}")
         self.box = box
         return thermal_of(box)
+
+
+def check_line(d: dict) -> None:
+    """A token, round or stats line within the bounds a replay file must keep (engine.replayschema)."""
+    kind = d.get("type")
+    if kind == "token":
+        check_token(d, "token", integer(d.get("round"), "token.round"))
+    elif kind == "round":
+        drafted = integer(d.get("drafted"), "round.drafted", high=MAX_DRAFTED)
+        integer(d.get("accepted"), "round.accepted", high=drafted)
+        integer(d.get("round"), "round.round")
+        integer(d.get("depth", 0), "round.depth", high=MAX_DRAFTED)
+        for key in (*ROUND_TIMES, "round_ms"):
+            number(d.get(key, 0.0), f"round.{key}")
+        for i, token in enumerate(array(d.get("draft_tokens", []), "round.draft_tokens", MAX_DRAFTED)):
+            integer(token, f"round.draft_tokens[{i}]", high=MAX_TOKEN_ID)
+        for i, p in enumerate(array(d.get("draft_confidence", []), "round.draft_confidence", MAX_DRAFTED)):
+            number(p, f"round.draft_confidence[{i}]", high=1.0)
+    elif kind == "stats":
+        check_stats(d)
 
 
 def thermal_of(box: dict) -> ThermalReading:

@@ -25,6 +25,7 @@ from engine.chat import Message
 from engine.remote.connection import RemoteError, Unreachable
 from engine.remote.openai_chat import Drafts, OpenAIRemote, Reply
 from engine.remote.prometheus import by_label, parse_samples, total
+from engine.replayschema import MAX_DRAFTED
 from engine.speculative import GenerationConfig
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -41,6 +42,8 @@ NO_COUNTERS = (
     "vLLM's /metrics page has no speculative-decoding counters (vllm:spec_decode_*): is the server "
     "started with a speculative config, and its stats logging on?"
 )
+
+MAX_STEPS = 1 << 20  # drafting steps a per-request metrics list may name; a reply has far fewer
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ class SpecCounters:
         drafts, drafted, accepted = total(samples, DRAFTS), total(samples, DRAFT_TOKENS), total(samples, ACCEPTED)
         if drafts is None or drafted is None or accepted is None:
             return None
-        per_pos = {int(k): v for k, v in by_label(samples, ACCEPTED_PER_POS, "position").items() if k.isdigit()}
+        labels = by_label(samples, ACCEPTED_PER_POS, "position").items()  # an untrusted page: positions bounded
+        per_pos = {int(k): v for k, v in labels if k.isdigit() and len(k) <= 4 and int(k) < MAX_DRAFTED}
         positions = tuple(per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)) if per_pos else ()
         return cls(drafts, drafted, accepted, positions, total(samples, GENERATED), total(samples, RUNNING))
 
@@ -102,9 +106,9 @@ def drafts_from_request_metrics(metrics: dict | None) -> Drafts | None:
         return None
     try:
         steps, drafted, accepted = int(sd["num_spec_steps"]), int(sd["num_draft_tokens"]), int(sd["num_accepted_draft_tokens"])  # fmt: skip
-        histogram = [int(x) for x in sd["acceptance_histogram"]]
+        histogram = [int(x) for x in sd["acceptance_histogram"][: MAX_DRAFTED + 1]]
         per_step = sd.get("per_step_drafted")
-        per_step = [int(x) for x in per_step] if isinstance(per_step, list) else None
+        per_step = [int(x) for x in per_step] if isinstance(per_step, list) and len(per_step) <= MAX_STEPS else None
     except (KeyError, TypeError, ValueError):
         return None
     # histogram[j]: steps that accepted exactly j drafts; position i was kept by every step that kept more than i

@@ -17,6 +17,7 @@ from engine import (
     FinishReason,
     GenerationConfig,
     Message,
+    RoundEvent,
     RunStats,
     ThermalState,
     TokenEvent,
@@ -24,7 +25,8 @@ from engine import (
     attach_remote,
 )
 from engine.remote.connection import _sse_items
-from engine.remote.draftlight import DraftlightRemote, thermal_of
+from engine.remote.draftlight import DraftlightRemote, check_line, thermal_of
+from engine.replayschema import Invalid
 from tests.served import Served, free_port
 
 PROMPT = "Write a bubble sort in C++."
@@ -136,3 +138,17 @@ def test_a_box_line_of_the_wrong_shape_reads_as_unknown():
     assert (odd.state, odd.temperature_c, odd.source) == (ThermalState.UNKNOWN, None, "m: not reported")
     fine = thermal_of({"machine": "m", "thermal": {"state": "fair", "temperature_c": 71.5, "source": "pmset"}})
     assert (fine.state, fine.temperature_c, fine.source) == (ThermalState.FAIR, 71.5, "m: pmset")
+
+
+def test_a_servers_lines_are_bounded_before_anything_counts_them():
+    good = RoundEvent(round_index=3, drafted=2, accepted=1, draft_tokens=(5, 6), draft_confidence=(0.9, 0.4)).to_json()
+    check_line(good)
+    for bad, says in (
+        ({**good, "drafted": 10**9}, "round.drafted is 1000000000, outside 0..64"),
+        ({**good, "accepted": 3}, "round.accepted is 3, outside 0..2"),
+        ({**good, "draft_confidence": [1.5, 0.1]}, r"round.draft_confidence\[0\] is 1.5"),
+        ({"type": "token", "round": 0, "token_id": -5}, "token.token_id is -5"),
+        ({"type": "stats"}, "stats has no"),
+    ):
+        with pytest.raises(Invalid, match=says):
+            check_line(bad)

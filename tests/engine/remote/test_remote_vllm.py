@@ -455,3 +455,15 @@ def test_a_server_that_is_not_openai_compatible_is_told_apart():
         f"{host} answers, but not as an OpenAI-compatible server (GET /v1/models: {host} has no /v1/models "
         "(404): Not Found)."
     )
+
+
+def test_a_hostile_metrics_page_cannot_name_a_billion_positions():
+    page = (
+        'vllm:spec_decode_num_drafts_total{model_name="m"} 3\n'
+        'vllm:spec_decode_num_draft_tokens_total{model_name="m"} 9\n'
+        'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 4\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"} 2\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="999999999"} 1\n'
+    )
+    counters = SpecCounters.read(page)
+    assert counters is not None and counters.accepted_per_position == (2.0,)
