@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from engine.chat import Message
 from engine.depth import AUTO
 from engine.errors import Cancelled
-from engine.events import Event, RunStats, event_from_json
+from engine.events import Event, RunStats, TokenEvent, event_from_json
 from engine.measure.thermal import ThermalReading, ThermalState
 from engine.remote import RemoteInfo
 from engine.remote.connection import ConnectionLost, Endpoint, RemoteError, Unreachable
@@ -109,7 +109,7 @@ class DraftlightRemote:
                 self._ask_stop(reply_id)
             return time.monotonic() - asked_stop_at > STOP_GRACE_S
 
-        ended = False
+        ended, tokens = False, 0
         for item in self.endpoint.stream(STREAM, self.request_body(messages, config, thinking), stop_now):
             if not isinstance(item, dict):
                 raise RemoteError(f"{self.endpoint.host} sent a line that is not one of Draftlight's events.")
@@ -125,6 +125,12 @@ class DraftlightRemote:
                 event = event_from_json(item)
             except (Invalid, KeyError, TypeError, ValueError) as exc:
                 raise RemoteError(f"{self.endpoint.host} sent an event this app cannot read ({exc}).") from None
+            if isinstance(event, TokenEvent):
+                tokens += 1
+                if tokens > config.max_tokens:
+                    raise RemoteError(
+                        f"{self.endpoint.host} sent more than the {config.max_tokens:,} tokens asked for."
+                    )
             yield event
             if isinstance(event, RunStats):
                 ended = True

@@ -32,6 +32,7 @@ from engine.speculative import GenerationConfig
 
 CHAT_PATH = "/v1/chat/completions"
 UNREPORTED_PROB = 0.0  # a token's probability where the server does not report it
+SLACK = 2  # deltas past max_tokens a server may send: a delta holds at least one token, so a little slack
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,13 @@ class OpenAIRemote:
                     break
                 if not isinstance(item, dict):
                     continue  # a keep-alive or a line we do not read
-                for text, token_id in reply.take(item, self.endpoint.host):
+                taken = reply.take(item, self.endpoint.host)
+                if reply.deltas > config.max_tokens + SLACK:  # a delta holds at least one token
+                    raise RemoteError(
+                        f"{self.endpoint.host} sent more than the {config.max_tokens:,} tokens asked for; "
+                        "the reply was cut there."
+                    )
+                for text, token_id in taken:
                     yield TokenEvent(
                         token_id=token_id,
                         text=text,

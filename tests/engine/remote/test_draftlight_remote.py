@@ -17,10 +17,12 @@ from engine import (
     FinishReason,
     GenerationConfig,
     Message,
+    RemoteError,
     RoundEvent,
     RunStats,
     ThermalState,
     TokenEvent,
+    TokenKind,
     Unreachable,
     attach_remote,
 )
@@ -152,3 +154,57 @@ def test_a_servers_lines_are_bounded_before_anything_counts_them():
     ):
         with pytest.raises(Invalid, match=says):
             check_line(bad)
+
+
+def hostile_server(lines: list[dict]):
+    """A server that answers as ours does, then streams `lines` (whatever they say)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    box = {"model": "m", "runtime": "r", "machine": "evil", "platform": "x", "thermal": {"state": "nominal"}}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = json.dumps(box).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for line in [{"type": "box", "reply": "r1", **box}, *lines]:
+                self.wfile.write(f"data: {json.dumps(line)}\n\n".encode())
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    return server, Endpoint(f"http://127.0.0.1:{server.server_address[1]}")
+
+
+def test_a_server_that_says_too_much_is_refused_in_words():
+    token = TokenEvent(token_id=7, text="a", kind=TokenKind.PLAIN, round_index=0, position=0, target_prob=0.5)
+    server, endpoint = hostile_server([token.to_json()] * 5)
+    try:
+        remote = attach_remote(endpoint)
+        assert remote.info.machine == "evil (x)"
+        events = []
+        with pytest.raises(RemoteError, match="sent more than the 2 tokens asked for"):
+            for event in remote.stream([Message("user", "hi")], GenerationConfig(max_tokens=2), False, lambda: False):
+                events.append(event)
+        assert len(events) == 2
+    finally:
+        server.shutdown()
+    huge = RoundEvent(round_index=0, drafted=1, accepted=0).to_json() | {"drafted": 10**9}
+    server, endpoint = hostile_server([huge])
+    try:
+        with pytest.raises(RemoteError, match="sent an event this app cannot read"):
+            reply(attach_remote(endpoint), 4)
+    finally:
+        server.shutdown()

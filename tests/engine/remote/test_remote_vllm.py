@@ -467,3 +467,13 @@ def test_a_hostile_metrics_page_cannot_name_a_billion_positions():
     )
     counters = SpecCounters.read(page)
     assert counters is not None and counters.accepted_per_position == (2.0,)
+
+
+def test_a_server_that_writes_past_max_tokens_is_cut_there(replay):
+    _, endpoint = replay
+    remote = attach_openai(endpoint)
+    events = []
+    with pytest.raises(RemoteError, match="sent more than the 2 tokens asked for"):
+        for event in remote.stream([Message("user", "hi")], GenerationConfig(max_tokens=2), False, lambda: False):
+            events.append(event)
+    assert len(events) == 2 + 2  # max_tokens and the slack, then the refusal
