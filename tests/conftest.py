@@ -90,3 +90,14 @@ def prompts(engine) -> dict[str, list[int]]:
     rendered["long"] = engine.tokenize_prompt(engine.render([Message("user", LONG_PROMPT)]))
     assert len(rendered["long"]) > 560
     return rendered
+
+
+@pytest.fixture(scope="session")
+def oracle():
+    """Stock llama.cpp built from the same source (`make oracle`), or a skip that says how to build it."""
+    from engine.ruler.oracle_build import find_oracle
+
+    build = find_oracle()
+    if build is None:
+        pytest.skip("stock llama.cpp is not built: run `make oracle` (draftlight oracle build) first")
+    return build

@@ -127,6 +127,7 @@ class OpenAIRemote:
         "totals: tokens are not coloured."
     )
     notes = ""
+    extensions = False  # top_k, ignore_eos and the thinking switch: a strict OpenAI server refuses them
 
     def __init__(self, endpoint: Endpoint, info: RemoteInfo) -> None:
         self.endpoint = endpoint
@@ -134,7 +135,7 @@ class OpenAIRemote:
 
     # ---- what is asked ----
     def request_body(self, messages: Sequence[Message], config: GenerationConfig, thinking: bool) -> dict:
-        """The chat request: OpenAI's own fields only (a strict server refuses others)."""
+        """The chat request: OpenAI's own fields, and the common extensions where the server takes them."""
         s = config.sampling
         body: dict = {
             "messages": [m.as_dict() for m in messages],
@@ -150,6 +151,12 @@ class OpenAIRemote:
             body["seed"] = s.seed
         if config.stop:
             body["stop"] = list(config.stop)
+        if self.extensions:  # what llama-server and vLLM both take beyond OpenAI's fields
+            if s.top_k > 0:
+                body["top_k"] = s.top_k
+            if config.ignore_eog:
+                body["ignore_eos"] = True
+            body["chat_template_kwargs"] = {"enable_thinking": thinking}
         return body
 
     # ---- hooks for the kinds that know more ----

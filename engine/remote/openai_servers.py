@@ -34,6 +34,7 @@ class LlamaServerRemote(OpenAIRemote):
 
     kind = "llama-server"
     server_name = "llama-server"
+    extensions = True
     why_uncoloured = (
         "llama-server reports only a reply's draft totals (draft_n, draft_n_accepted), not which tokens "
         "were drafted: tokens are not coloured."
@@ -45,11 +46,6 @@ class LlamaServerRemote(OpenAIRemote):
 
     def request_body(self, messages: Sequence[Message], config: GenerationConfig, thinking: bool) -> dict:
         body = super().request_body(messages, config, thinking)
-        if config.sampling.top_k > 0:
-            body["top_k"] = config.sampling.top_k
-        if config.ignore_eog:
-            body["ignore_eos"] = True
-        body["chat_template_kwargs"] = {"enable_thinking": thinking}
         if isinstance(config.depth, int):  # Auto: the server's own setting
             # llama-server's per-request draft settings, as the oracle sends them (engine/ruler/oracle.py);
             # n_min 0 lets the last rounds draft only what the token budget leaves, as the engine does.

@@ -18,10 +18,8 @@ are used where present, and nothing is shared.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.chat import Message
 from engine.remote.connection import RemoteError, Unreachable
 from engine.remote.openai_chat import Drafts, OpenAIRemote, Reply
 from engine.remote.prometheus import by_label, parse_samples, total
@@ -123,6 +121,7 @@ class VllmRemote(OpenAIRemote):
 
     kind = "vllm"
     server_name = "vLLM"
+    extensions = True
     why_uncoloured = (
         "vLLM reports only its draft counters (drafts, drafted and accepted tokens, acceptance per "
         "position), not which tokens were drafted: tokens are not coloured."
@@ -131,15 +130,6 @@ class VllmRemote(OpenAIRemote):
         "vLLM drafts as many tokens as its speculative config says; its counters are shared by every client "
         "of the server, so a reply's figures include any other reply running at the same time."
     )
-
-    def request_body(self, messages: Sequence[Message], config: GenerationConfig, thinking: bool) -> dict:
-        body = super().request_body(messages, config, thinking)
-        if config.sampling.top_k > 0:
-            body["top_k"] = config.sampling.top_k
-        if config.ignore_eog:
-            body["ignore_eos"] = True
-        body["chat_template_kwargs"] = {"enable_thinking": thinking}
-        return body
 
     def counters(self) -> SpecCounters | None:
         try:

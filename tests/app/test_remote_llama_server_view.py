@@ -10,18 +10,15 @@ import pytest
 
 from app.remote import place_text
 from engine import Endpoint, TokenKind
-from engine.ruler.oracle import find_oracle, serve_speculative
+from engine.ruler.oracle import serve_speculative
 
 LOAD_TIMEOUT_MS = 180_000
 PROMPT = "Write a bubble sort in C++."
 
 
 @pytest.fixture(scope="module")
-def llama_server(target_path, drafter_path):
-    build = find_oracle()
-    if build is None:
-        pytest.skip("stock llama.cpp is not built: run `make oracle` (draftlight oracle build) first")
-    with serve_speculative(build, target_path, drafter_path, 2, 2, 4096, repack=False) as server:
+def llama_server(oracle, target_path, drafter_path):
+    with serve_speculative(oracle, target_path, drafter_path, 2, 2, 4096, repack=False) as server:
         yield server
 
 

@@ -17,20 +17,12 @@ from engine.events import FinishReason, RunStats, TokenEvent, TokenKind
 from engine.measure.thermal import ThermalState
 from engine.remote import ConnectionLost, Endpoint, RemoteInfo
 from engine.remote.openai_servers import LlamaServerRemote, attach_openai
-from engine.ruler.oracle import OracleBuild, find_oracle, serve_speculative
+from engine.ruler.oracle import serve_speculative
 
 PROMPT = "Write a bubble sort in C++."
 N = 24
 DEPTH = 2
 THREADS = 2
-
-
-@pytest.fixture(scope="module")
-def oracle() -> OracleBuild:
-    build = find_oracle()
-    if build is None:
-        pytest.skip("stock llama.cpp is not built: run `make oracle` (draftlight oracle build) first")
-    return build
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ from engine.measure.thermal import ThermalState
 from engine.remote import ConnectionLost, Endpoint, RemoteError, Unreachable
 from engine.remote.openai_chat import OpenAIRemote
 from engine.remote.openai_servers import attach_openai
-from engine.remote.vllm import NO_COUNTERS, SpecCounters, VllmRemote, drafts_from_counters, drafts_from_request_metrics
+from engine.remote.vllm import VllmRemote
 from engine.sampling import SamplingConfig
 
 MODEL = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
@@ -203,70 +203,24 @@ def replay() -> Iterator[tuple[Replay, Endpoint]]:
     server.server_close()
 
 
+def openai_body(**extra) -> dict:
+    """The chat request the client must send: OpenAI's fields for the test prompt, and `extra`."""
+    return {
+        "messages": [{"role": "user", "content": "Write a bubble sort in C++."}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 8,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "model": MODEL,
+        **extra,
+    }
+
+
 def reply(endpoint: Endpoint, config: GenerationConfig | None = None, cancelled=lambda: False):
     remote = attach_openai(endpoint)
     events = list(remote.stream([Message("user", "Write a bubble sort in C++.")], config or GenerationConfig(max_tokens=8, depth=AUTO), True, cancelled))  # fmt: skip
     return remote, events[:-1], events[-1]
-
-
-# ---- the arithmetic ---------------------------------------------------------------
-
-
-def test_a_replys_drafts_are_the_change_in_the_counters():
-    before = SpecCounters(drafts=40, draft_tokens=120, accepted=70, accepted_per_position=(35, 22, 13), generated=200)
-    after = SpecCounters(drafts=43, draft_tokens=129, accepted=74, accepted_per_position=(37, 23, 14), generated=208)
-    d = drafts_from_counters(before, after, generated_here=8)
-    assert (d.drafted, d.accepted, d.rounds) == (9, 4, 3)
-    assert (d.drafted_per_position, d.accepted_per_position, d.message) == ((3, 3, 3), (2, 1, 1), "")
-
-
-def test_shared_counters_say_so_when_another_reply_overlapped():
-    before = SpecCounters(40, 120, 70, (35, 22, 13), generated=200)
-    after = SpecCounters(44, 132, 74, (37, 23, 14), generated=258)
-    assert drafts_from_counters(before, after, 8).message == (
-        "vLLM's draft counters count every client of the server, and another reply ran alongside this one "
-        "(the server wrote 58 tokens, this reply 8): these draft figures include it."
-    )
-    running = SpecCounters(40, 120, 70, (35, 22, 13), generated=None, running=1)
-    assert drafts_from_counters(running, after, 8).message == (
-        "vLLM's draft counters count every client of the server, and another request was running when this "
-        "reply began: these draft figures may include it."
-    )
-
-
-def test_missing_or_restarted_counters_give_no_figures_and_a_sentence():
-    before = SpecCounters(40, 120, 70, (35, 22, 13))
-    assert drafts_from_counters(None, before, 8).message == NO_COUNTERS
-    restarted = drafts_from_counters(before, SpecCounters(2, 6, 1, (1,)), 8)
-    assert (restarted.drafted, restarted.accepted, restarted.drafted_per_position) == (0, 0, ())
-    assert restarted.message == (
-        "vLLM's counters went backwards during this reply (did the server restart?): its drafts are not known."
-    )
-    assert SpecCounters.read("junk\n# only comments\n") is None
-
-
-def test_per_request_metrics_are_the_replys_own():
-    metrics = {
-        "time_to_first_token_ms": 41.2,
-        "speculative_decoding": {
-            "mean_acceptance_length": 2.333,
-            "draft_acceptance_rate": 0.444,
-            "acceptance_histogram": [1, 1, 0, 1],
-            "num_spec_steps": 3,
-            "num_accepted_draft_tokens": 4,
-            "num_draft_tokens": 9,
-            "num_spec_tokens": 3,
-        },
-    }
-    d = drafts_from_request_metrics(metrics)
-    assert d is not None
-    assert (d.drafted, d.accepted, d.rounds, d.drafted_per_position, d.accepted_per_position, d.message) == (
-        9, 4, 3, (3, 3, 3), (2, 1, 1), "",
-    )  # fmt: skip
-    metrics["speculative_decoding"]["per_step_drafted"] = [3, 2, 1]
-    assert drafts_from_request_metrics(metrics).drafted_per_position == (3, 2, 1)
-    assert drafts_from_request_metrics({"speculative_decoding": {"num_spec_steps": "x"}}) is None
-    assert drafts_from_request_metrics(None) is None
 
 
 # ---- against the replayed server ---------------------------------------------------
@@ -294,20 +248,7 @@ def test_vllm_is_recognised_and_a_reply_charts_its_acceptance_per_position(repla
     assert stats.accepted_per_position == (2, 1, 1)
     assert stats.acceptance_per_position == (2 / 3, 1 / 3, 1 / 3)
     assert (stats.depth, stats.finish_reason, stats.message) == (AUTO, FinishReason.MAX_TOKENS, "")
-    assert state.bodies == [
-        {
-            "messages": [{"role": "user", "content": "Write a bubble sort in C++."}],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "max_tokens": 8,
-            "temperature": 0.0,
-            "top_p": 1.0,
-            "model": MODEL,
-            "seed": 7,
-            "top_k": 20,
-            "chat_template_kwargs": {"enable_thinking": True},
-        }
-    ]
+    assert state.bodies == [openai_body(seed=7, top_k=20, chat_template_kwargs={"enable_thinking": True})]
     assert remote.read_thermal().state is ThermalState.UNKNOWN
     assert remote.read_thermal().source == "vLLM does not report its machine's thermal state"
 
@@ -406,16 +347,7 @@ def test_any_other_openai_server_gives_text_only(replay):
     assert (stats.drafted, stats.accepted, stats.rounds, stats.acceptance_per_position, stats.message) == (0, 0, 0, (), "")  # fmt: skip
     assert (stats.prompt_tokens, stats.generated_tokens) == (36, 8)
     # OpenAI's own fields only: a strict server refuses others
-    assert state.bodies[0] == {
-        "messages": [{"role": "user", "content": "Write a bubble sort in C++."}],
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "max_tokens": 8,
-        "temperature": 0.0,
-        "top_p": 1.0,
-        "model": MODEL,
-        "stop": ["\n\n"],
-    }
+    assert state.bodies[0] == openai_body(stop=["\n\n"])
     assert remote.read_thermal().source == "This server does not report its machine's thermal state"
 
 
@@ -455,18 +387,6 @@ def test_a_server_that_is_not_openai_compatible_is_told_apart():
         f"{host} answers, but not as an OpenAI-compatible server (GET /v1/models: {host} has no /v1/models "
         "(404): Not Found)."
     )
-
-
-def test_a_hostile_metrics_page_cannot_name_a_billion_positions():
-    page = (
-        'vllm:spec_decode_num_drafts_total{model_name="m"} 3\n'
-        'vllm:spec_decode_num_draft_tokens_total{model_name="m"} 9\n'
-        'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 4\n'
-        'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"} 2\n'
-        'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="999999999"} 1\n'
-    )
-    counters = SpecCounters.read(page)
-    assert counters is not None and counters.accepted_per_position == (2.0,)
 
 
 def test_a_server_that_writes_past_max_tokens_is_cut_there(replay):

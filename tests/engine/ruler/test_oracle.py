@@ -227,14 +227,6 @@ CODE_RENDERED = (
 
 
 @pytest.fixture(scope="module")
-def oracle() -> OracleBuild:
-    build = find_oracle()
-    if build is None:
-        pytest.skip("stock llama.cpp is not built: run `make oracle` (draftlight oracle build) first")
-    return build
-
-
-@pytest.fixture(scope="module")
 def code_prompt(engine) -> tuple[str, list[int], tuple[int, ...], str]:
     """The rendered code prompt, our tokens for it, and our greedy reply's ids and text."""
     text = engine.render([Message("user", "Write a bubble sort in C++.")])
