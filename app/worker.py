@@ -30,6 +30,8 @@ from engine import (
     RunStats,
     RuntimeOptions,
     ThermalReading,
+    TokenEvent,
+    TokenKind,
     Unreachable,
     attach_remote,
     catalog,
@@ -164,44 +166,45 @@ class EngineWorker(QObject):
     @Slot(object)
     def load(self, request: LoadRequest) -> None:
         """Load a pair; on failure keep what was loaded before and say why."""
+        self._loading(self._load, request)
+
+    @Slot(object)
+    def attach(self, request: AttachRequest) -> None:
+        """Reply from the engine at an address; this machine's models are freed once it answers."""
+        self._loading(self._attach, request)
+
+    def _loading(self, work, request) -> None:
+        """A load or an attach: busy meanwhile; a failure keeps what ran before and says why."""
         if self.closing:
             return
         self.busy_changed.emit(True)
         try:
-            self._load(request)
+            work(request)
         except DraftlightError as exc:
             self.load_failed.emit(str(exc))
-        except Exception as exc:  # the app must survive anything a model file does
+        except Exception as exc:  # the app must survive anything a model file or a server does
             self.load_failed.emit(f"Loading failed: {exc}")
             traceback.print_exc()
         finally:
             self.busy_changed.emit(False)
 
-    @Slot(object)
-    def attach(self, request: AttachRequest) -> None:
-        """Reply from the engine at an address; this machine's models are freed once it answers."""
-        if self.closing:
-            return
-        self.busy_changed.emit(True)
+    def _attach(self, request: AttachRequest) -> None:
+        self.load_progress.emit(0, 1, f"connecting to {request.url}")
         try:
-            self.load_progress.emit(0, 1, f"connecting to {request.url}")
             remote = attach_remote(Endpoint(request.url, request.token or None))
-            self.remote = remote
-            if self.engine is not None:  # a laptop attaches because its memory is short: give it back
-                self.engine.close()
-                self.engine, self.target_spec, self.drafter_spec = None, "", ""
-            info = remote.info
-            kind = "remote" if info.drafter or info.kind != "draftlight" else "none"
-            self.loaded.emit(
-                PairInfo(target="", target_name=info.model, drafter="", drafter_name=info.drafter or "the server's own",
-                         drafter_kind=kind, verdict=remote_verdict(info),
-                         compatible=True, mode="remote", remote=info, remote_thermal=remote.read_thermal)
-            )  # fmt: skip
-        except DraftlightError as exc:
-            self.load_failed.emit(str(exc))
         finally:
             self.load_progress.emit(1, 1, "")
-            self.busy_changed.emit(False)
+        self.remote = remote
+        if self.engine is not None:  # a laptop attaches because its memory is short: give it back
+            self.engine.close()
+            self.engine, self.target_spec, self.drafter_spec = None, "", ""
+        info = remote.info
+        kind = "remote" if info.drafter or info.kind != "draftlight" else "none"
+        self.loaded.emit(
+            PairInfo(target="", target_name=info.model, drafter="", drafter_name=info.drafter or "the server's own",
+                     drafter_kind=kind, verdict=remote_verdict(info),
+                     compatible=True, mode="remote", remote=info, remote_thermal=remote.read_thermal)
+        )  # fmt: skip
 
     def _load(self, request: LoadRequest) -> None:
         notice = ""
@@ -300,53 +303,57 @@ class EngineWorker(QObject):
         last_emit = time.perf_counter()
         try:
             if self.remote is not None:
-                for event in self.remote.stream(request.messages, request.config, request.thinking, self.cancelled):
-                    batch.append(event)
-                    now = time.perf_counter()
-                    if isinstance(event, RunStats) or now - last_emit >= BATCH_S:
-                        self.events.emit(batch)
-                        batch, last_emit = [], now
-                return
-            if self.engine is None:
-                raise DraftlightError("No model is loaded yet.")
-            engine = self.engine
-            rendered = engine.render(list(request.messages), request.thinking, cancelled=self._cancel.is_set)
-            prompt = engine.tokenize_prompt(rendered)
-            config = request.config
-            was_plain = bool(engine.plain_reason)
-            policy = engine.depth_policy(config.depth, progress=self._tuning)  # Auto's first use measures the box
-            self.load_progress.emit(1, 1, "")
-            if engine.plain_reason and not was_plain:  # the measurement said drafts cannot pay: plain from now
-                self.loaded.emit(self._info())
-            auto = policy if isinstance(policy, AutoDepth) else None
-            for event in engine.stream(prompt, config, self.cancelled):
+                events, auto = self.remote.stream(request.messages, request.config, request.thinking, self.cancelled), None  # fmt: skip
+            else:
+                events, auto = self._local_events(request)
+            for event in events:
                 batch.append(event)
-                if isinstance(event, RoundEvent | RunStats):
+                # A batch ends with a round (its tokens travel with it), or with a token whose
+                # server reports no rounds; at most 10 a second, the last with the stats.
+                ends_unit = isinstance(event, RoundEvent | RunStats) or (
+                    isinstance(event, TokenEvent) and event.kind is TokenKind.UNREPORTED
+                )
+                if ends_unit:
                     now = time.perf_counter()
                     if isinstance(event, RunStats) or now - last_emit >= BATCH_S:
                         self.events.emit(batch)
                         batch, last_emit = [], now
                         if auto is not None:
                             self.auto_status.emit(self._status(auto))
-        except Cancelled:
+        except Exception as exc:  # the app must survive anything the engine or a server does
             if batch:
                 self.events.emit(batch)
-            self.reply_stopped.emit()
-        except (ConnectionLost, Unreachable) as exc:
-            if batch:
-                self.events.emit(batch)
-            self.connection_lost.emit(str(exc))
-        except DraftlightError as exc:
-            if batch:
-                self.events.emit(batch)
-            self.reply_failed.emit(str(exc))
-        except Exception as exc:
-            if batch:
-                self.events.emit(batch)
-            self.reply_failed.emit(f"The engine failed: {exc}")
-            traceback.print_exc()
+            self._reply_ended_by(exc)
         finally:
             self.busy_changed.emit(False)
+
+    def _local_events(self, request: ReplyRequest):
+        """This machine's engine on the request: its events, and Auto's policy where Auto chooses."""
+        if self.engine is None:
+            raise DraftlightError("No model is loaded yet.")
+        engine = self.engine
+        rendered = engine.render(list(request.messages), request.thinking, cancelled=self._cancel.is_set)
+        prompt = engine.tokenize_prompt(rendered)
+        config = request.config
+        was_plain = bool(engine.plain_reason)
+        policy = engine.depth_policy(config.depth, progress=self._tuning)  # Auto's first use measures the box
+        self.load_progress.emit(1, 1, "")
+        if engine.plain_reason and not was_plain:  # the measurement said drafts cannot pay: plain from now
+            self.loaded.emit(self._info())
+        auto = policy if isinstance(policy, AutoDepth) else None
+        return engine.stream(prompt, config, self.cancelled), auto
+
+    def _reply_ended_by(self, exc: Exception) -> None:
+        """The signal for what ended a reply early: a Stop, a lost server, or a failure in words."""
+        if isinstance(exc, Cancelled):
+            self.reply_stopped.emit()
+        elif isinstance(exc, ConnectionLost | Unreachable):
+            self.connection_lost.emit(str(exc))
+        elif isinstance(exc, DraftlightError):
+            self.reply_failed.emit(str(exc))
+        else:
+            self.reply_failed.emit(f"The engine failed: {exc}")
+            traceback.print_exc()
 
     def _tuning(self, message: str) -> None:
         self.load_progress.emit(0, 1, f"tuning to this machine: {message}")

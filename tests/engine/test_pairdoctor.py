@@ -18,6 +18,7 @@ from engine.pairdoctor import pair_report
 from engine.runtime import RuntimeOptions
 from tests.conftest import PROMPTS
 from tests.engine import box_profiles
+from tests.engine.pair_cli import run_pair
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = 16
@@ -115,21 +116,8 @@ def test_the_probe_counts_what_a_direct_run_counts(target_path, drafter_path, en
     assert report.prediction.sentence.startswith(f"At the probe's acceptance ({probe.acceptance:.0%}), depth {best}")
 
 
-def _pair_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DRAFTLIGHT_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    env["PYTHONIOENCODING"] = "utf-8"
-    return subprocess.run(
-        [sys.executable, "-m", "engine.cli", "pair", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-    )
-
-
 def test_the_command_reads_like_a_doctors_report(target_path, smollm_path, tmp_path):
-    result = _pair_cli(str(target_path), str(smollm_path), "--no-probe", tmp_path=tmp_path)
+    result = run_pair(str(target_path), str(smollm_path), "--no-probe", tmp_path=tmp_path)
     assert result.returncode == 1, result.stderr  # it cannot draft
     assert result.stderr.splitlines() == ["draftlight: The drafter cannot draft for this target: 2 rule(s) fail."]
     lines = result.stdout.splitlines()
@@ -160,7 +148,7 @@ def test_the_command_reads_like_a_doctors_report(target_path, smollm_path, tmp_p
 
 
 def test_the_command_in_json(target_path, drafter_path, tmp_path):
-    result = _pair_cli(str(target_path), str(drafter_path), "--no-probe", "--json", tmp_path=tmp_path)
+    result = run_pair(str(target_path), str(drafter_path), "--no-probe", "--json", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["compatible"] is True

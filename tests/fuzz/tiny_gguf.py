@@ -13,36 +13,22 @@ from pathlib import Path
 
 import numpy as np
 
-N_VOCAB, N_EMBD, N_FF, N_HEAD, BLOCKS = 128, 64, 96, 2, 2
+from tests.engine.synthetic import N_VOCAB, _writer  # the test tokenizer's 128 tokens
+
+N_EMBD, N_FF, N_HEAD, BLOCKS = 64, 96, 2, 2
 TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
 
 
 def tiny_llama(path: Path, seed: int = 5, extra: Callable | None = None) -> Path:
     """Write the model to path; the same bytes on every machine. extra(writer) adds keys."""
-    import gguf
-
     rng = np.random.default_rng(seed)
 
     def weight(*ne: int) -> np.ndarray:
         return (rng.standard_normal(tuple(reversed(ne))) * 0.1).astype(np.float32)
 
-    arch = "llama"
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_name("draftlight fuzz llama")
-    w.add_uint32(f"{arch}.vocab_size", N_VOCAB)
-    w.add_uint32(f"{arch}.context_length", 256)
-    w.add_uint32(f"{arch}.embedding_length", N_EMBD)
-    w.add_uint32(f"{arch}.block_count", BLOCKS)
-    w.add_uint32(f"{arch}.feed_forward_length", N_FF)
-    w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
-    w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)
-    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)
-    w.add_string("tokenizer.ggml.model", "test")
-    w.add_array("tokenizer.ggml.tokens", [f"tok_{i}" for i in range(N_VOCAB)])
-    w.add_array("tokenizer.ggml.token_type", [1] * N_VOCAB)
-    w.add_array("tokenizer.ggml.scores", [0.0] * N_VOCAB)
-    w.add_bool("tokenizer.ggml.add_bos_token", False)
-    w.add_bool("tokenizer.ggml.add_eos_token", False)
+    w = _writer(path, "llama", "draftlight fuzz llama", N_FF, BLOCKS, N_EMBD)
+    w.add_uint32("llama.attention.head_count", N_HEAD)
+    w.add_uint32("llama.attention.head_count_kv", N_HEAD)
     w.add_string("tokenizer.chat_template", TEMPLATE)
     if extra is not None:
         extra(w)

@@ -3,8 +3,6 @@ target, suggestions, predictions from a saved profile. No real model: every test
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +14,7 @@ from engine.pairdoctor import pair_report, predict_speed
 from engine.pairprobe import Probe, PromptProbe
 from engine.runtime import RuntimeOptions
 from tests.engine import box_profiles, synthetic
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.engine.pair_cli import run_pair
 
 
 @pytest.fixture(scope="module")
@@ -169,31 +166,19 @@ def test_a_file_that_is_not_a_model_is_one_sentence(tmp_path, no_profiles):
     )
 
 
-def _pair_cli(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "DRAFTLIGHT_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "engine.cli", "pair", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
-
-
 def test_the_command_refuses_bad_input_in_one_sentence_with_status_2(tmp_path):
     notes = tmp_path / "notes.gguf"
     notes.write_text("Hello, these are notes.")
-    result = _pair_cli(str(notes), "none", tmp_path=tmp_path)
+    result = run_pair(str(notes), "none", tmp_path=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "draftlight: notes.gguf is not a GGUF model file (it starts with 'Hell', not 'GGUF'). "
         "Choose a .gguf file made for llama.cpp."
     ]
-    missing = _pair_cli(str(tmp_path / "gone.gguf"), "none", tmp_path=tmp_path)
+    missing = run_pair(str(tmp_path / "gone.gguf"), "none", tmp_path=tmp_path)
     assert missing.returncode == 2
     assert missing.stderr.startswith(f"draftlight: No model file at {tmp_path / 'gone.gguf'}, and no catalog model")
     assert len(missing.stderr.strip().splitlines()) == 1
-    bad = _pair_cli(str(notes), "--probe-seconds", "-1", tmp_path=tmp_path)
+    bad = run_pair(str(notes), "--probe-seconds", "-1", tmp_path=tmp_path)
     assert bad.returncode == 2
     assert "'-1' is not a number above 0 and at most 3600" in bad.stderr
