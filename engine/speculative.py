@@ -138,7 +138,9 @@ def speculative_round(
         side.run()  # the draft's last row and its probabilities: done in the verify's wait on a GPU
     t2 = time.perf_counter()
 
-    verdict = walk(draft, rows, sampler, bool(config.top_candidates), config.probabilities and not deferred)
+    # The device's argmax of each row, where it took them (unless it chose a banned token)
+    tops = target.argmax if prefill_row is None and not set(banned).intersection(target.argmax or ()) else None
+    verdict = walk(draft, rows, sampler, bool(config.top_candidates), config.probabilities and not deferred, tops)
     pending = None
     if deferred:
         chosen = [*draft.tokens[: verdict.accepted], verdict.token]
@@ -211,11 +213,16 @@ def provenance(draft: Draft, verdict: Verdict, top: int, want_probs: bool) -> li
 
 
 def walk(
-    draft: Draft, rows: np.ndarray, sampler: Sampler, keep_dists: bool = False, probabilities: bool = True
+    draft: Draft,
+    rows: np.ndarray,
+    sampler: Sampler,
+    keep_dists: bool = False,
+    probabilities: bool = True,
+    tops: list[int] | None = None,
 ) -> Verdict:
     """Keep drafts while the target agrees; end with the target's own token.
 
-    Greedy: a draft is kept while it is the target's argmax. Sampling: draft d is kept
+    Greedy: a draft is kept while it is the target's argmax (`tops[i]` where the device took it). Sampling: draft d is kept
     with probability min(1, p(d) / q(d)); at the first rejection the token is drawn from
     normalised max(0, p - q); if every draft is kept, the bonus is drawn from p. The output
     is then distributed exactly as the target's own sampling would be.
@@ -225,7 +232,7 @@ def walk(
     if sampler.greedy:
         chosen: list[int] = []
         for i in range(len(draft.tokens) + 1):
-            chosen.append(int(rows[i].argmax()))
+            chosen.append(int(rows[i].argmax()) if tops is None else tops[i])
             if i == len(draft.tokens) or chosen[-1] != draft.tokens[i]:
                 break
         if keep_dists:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import llama_cpp.llama_cpp  # before the engine, as a program that binds llama.cpp first does
-import llama_cpp.llama_cpp_ext  # noqa: F401
+import llama_cpp.llama_cpp_ext
 
 MODELS = Path(os.environ.get("MODELS", "/tmp/models"))
 BIN = Path(os.environ.get("LLAMA_BIN", "/tmp/llb/bin"))
@@ -74,62 +74,108 @@ def cmd_ours(args) -> int:
         else None
     )
     options = RuntimeOptions(n_ctx=4096, exact=not args.fast)
-    eng = Engine(Model(target, options), None, options)
-    steady = ModelDrafter(Model(drafter_path, options), options)  # on a GPU: every drafter batch two rows
-    drafters = {steady.shape: steady}
-    if args.compare_shapes:
-        one = replace(options, steady_draft_shape=False)
-        drafters[1] = ModelDrafter(Model(drafter_path, one), one)
+    target_model, drafter_model = Model(target, options), Model(drafter_path, options)
+    # One engine per place the greedy argmax is taken (the device's backend sampler, or numpy
+    # on the host), on the same loaded models: "--argmax host,device" is an A/B in one process.
+    arms = {}
+    for where in args.argmax.split(","):  # device, host; or target (its verify rows) or drafter alone
+        opts = replace(options, argmax_on_device=where in ("device", "target"))
+        arms[where] = (Engine(target_model, None, opts), {})
+        opts = replace(options, argmax_on_device=where in ("device", "drafter"))
+        steady = ModelDrafter(drafter_model, opts)  # on a GPU: every drafter batch two rows
+        arms[where][1][steady.shape] = steady
+        if args.compare_shapes:
+            one = replace(opts, steady_draft_shape=False)
+            arms[where][1][1] = ModelDrafter(drafter_model, one)
+    eng = next(iter(arms.values()))[0]
     ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
 
     # "on": the app's probabilities, computed while the next decode runs (the default on a GPU);
     # "on, eager": computed in the round, as on a CPU; "off": none (the ruler, --json-less runs)
     modes = {"on": (True, True), "on, eager": (True, False), "off": (False, True)}
 
-    def once(depth: int, mode: str, n: int, drafter):
-        probabilities, overlap = modes[mode]
-        eng.swap_drafter(drafter if depth else None)
-        eng.forget()
-        eng.ctx.options = replace(options, overlap_probabilities=overlap)
-        config = GenerationConfig(max_tokens=n, depth=depth, ignore_eog=True, probabilities=probabilities)
-        *_, stats = eng.stream(ids, config)
-        return stats
+    modes = {m: modes[m] for m in args.modes.split(";")}
 
-    print(f"[{args.pair}] {options.mode} mode, {args.tokens} tokens, median of {args.repeats}; every draft accepted")
-    print(
-        "| pair | depth | drafter rows | probabilities | tok/s | ms/round | c | c_floor | c / c_floor "
-        "| Python ms/round | Python share | speedup over plain | of the ideal (k+1)/c_floor |"
+    def once(where: str, depth: int, mode: str, n: int, shape: int):
+        eng, drafters = arms[where]
+        probabilities, overlap = modes[mode]
+        eng.swap_drafter(drafters[shape] if depth else None)
+        eng.forget()
+        saved = eng.ctx.options
+        eng.ctx.options = replace(saved, overlap_probabilities=overlap)
+        config = GenerationConfig(max_tokens=n, depth=depth, ignore_eog=True, probabilities=probabilities)
+        launched[0] = 0.0
+        *_, stats = eng.stream(ids, config)
+        eng.ctx.options = saved
+        return stats, launched[0] / stats.rounds
+
+    steady = 2 if options.on_gpu else 1
+    # The time inside llama_decode calls (the launch: graph building and, on a CPU, the compute)
+    # apart from the wait for the device's results, which the engine counts with it.
+    launched = [0.0]
+    decode = llama_cpp.llama_cpp.llama_decode
+
+    def timed_decode(ctx, batch):
+        t0 = time.perf_counter()
+        try:
+            return decode(ctx, batch)
+        finally:
+            if batch.n_tokens <= 8:  # a round's batch, not the prompt's
+                launched[0] += time.perf_counter() - t0
+
+    llama_cpp.llama_cpp.llama_decode = timed_decode
+    taken = ", ".join(
+        f"{where}: target {'device' if e.ctx.device_argmax else 'host'}, drafter "
+        + ("device" if next(iter(d.values())).ctx.device_argmax else "host")
+        for where, (e, d) in arms.items()
     )
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    plain: dict[str, tuple[float, float]] = {}  # per mode: a plain round's seconds and tokens/s
+    print(f"[{args.pair}] {options.mode} mode, {args.tokens} tokens, median of {args.repeats}; every draft accepted;"
+          f" argmax taken ({taken})")  # fmt: skip
+    print(
+        "| pair | depth | drafter rows | probabilities | argmax | tok/s | ms/round | c | c_floor | c / c_floor "
+        "| Python ms/round | Python share | speedup over plain | of the ideal (k+1)/c_floor | launch ms/round |"
+    )
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    plain: dict[tuple[str, str], tuple[float, float]] = {}  # per mode and argmax: a plain round's s, tok/s
     for depth in [int(d) for d in args.depths.split(",")]:
-        for shape, drafter in drafters.items():
-            if depth == 0 and shape != steady.shape:
+        for shape in arms[next(iter(arms))][1]:
+            if depth == 0 and shape != steady:
                 continue
             for mode in modes:
-                if mode == "on, eager" and shape != steady.shape:
+                if mode == "on, eager" and shape != steady:
                     continue
-                once(depth, mode, 8, drafter)
-                runs = [once(depth, mode, args.tokens, drafter) for _ in range(args.repeats)]
-                round_s = statistics.median(s.decode_s / s.rounds for s in runs)
-                python_s = statistics.median(s.overhead_s / s.rounds for s in runs)
-                tps = statistics.median(s.decode_tps for s in runs)
-                if depth == 0:
-                    plain[mode] = (round_s, tps)
-                c = round_s / plain["on"][0] if "on" in plain else float("nan")
-                cf = floor["floor"][str(depth)] if floor else float("nan")
-                speedup = tps / plain[mode][1] if mode in plain else float("nan")
-                print(
-                    f"| {args.pair} | {depth} | {shape if depth else '-'} | {mode} | {tps:.1f} | {round_s * 1e3:.2f} "
-                    f"| {c:.2f} | {cf:.2f} | {c / cf:.2f} | {python_s * 1e3:.2f} | {python_s / round_s:.0%} "
-                    f"| {speedup:.2f} | {speedup / ((depth + 1) / cf):.2f} |",
-                    flush=True,
-                )
-    eng.ctx.options = options
-    for drafter in drafters.values():
-        drafter.close()
-        drafter.model.close()
-    eng.close()
+                runs: dict[str, list] = {where: [] for where in arms}
+                for where in arms:
+                    once(where, depth, mode, 8, shape)  # warm-up
+                for _ in range(args.repeats):  # the arms in turn
+                    for where in arms:
+                        runs[where].append(once(where, depth, mode, args.tokens, shape))
+                for where, both in runs.items():
+                    done = [stats for stats, _ in both]
+                    launch_s = statistics.median(t for _, t in both)
+                    round_s = statistics.median(s.decode_s / s.rounds for s in done)
+                    python_s = statistics.median(s.overhead_s / s.rounds for s in done)
+                    tps = statistics.median(s.decode_tps for s in done)
+                    if depth == 0:
+                        plain[mode, where] = (round_s, tps)
+                    base = plain.get((next(iter(modes)), where))
+                    c = round_s / base[0] if base else float("nan")
+                    cf = floor["floor"][str(depth)] if floor else float("nan")
+                    speedup = tps / plain[mode, where][1] if (mode, where) in plain else float("nan")
+                    print(
+                        f"| {args.pair} | {depth} | {shape if depth else '-'} | {mode} | {where} | {tps:.1f} "
+                        f"| {round_s * 1e3:.2f} | {c:.2f} | {cf:.2f} | {c / cf:.2f} | {python_s * 1e3:.2f} "
+                        f"| {python_s / round_s:.0%} | {speedup:.2f} | {speedup / ((depth + 1) / cf):.2f} "
+                        f"| {launch_s * 1e3:.2f} |",
+                        flush=True,
+                    )
+    llama_cpp.llama_cpp.llama_decode = decode
+    for eng, drafters in arms.values():
+        for drafter in drafters.values():
+            drafter.close()
+        eng.ctx.close()
+    drafter_model.close()
+    target_model.close()
     return 0
 
 
@@ -248,6 +294,10 @@ def main() -> int:
     a.add_argument("--repeats", type=int, default=3)
     a.add_argument("--fast", action="store_true")
     a.add_argument("--compare-shapes", action="store_true", help="also a drafter decoding one row a step")
+    a.add_argument("--argmax", default="device", help="where greedy argmaxes are taken: device, host, or both in turn")
+    a.add_argument(
+        "--modes", default="on;on, eager;off", help="probabilities settings, ';' between: on, 'on, eager', off"
+    )
     a.set_defaults(func=cmd_ours)
     a = sub.add_parser("tuner")
     a.add_argument("pair", choices=PAIRS)

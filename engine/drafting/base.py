@@ -137,20 +137,27 @@ def choose_draft(
     p_min: float,
     banned: tuple[int, ...],
     copy: bool = True,
+    top: int | None = None,
 ) -> int | None:
     """A drafter's token at one position, from its logits (copied into `row`, which the Draft keeps).
 
     Banned tokens get no probability; the token is the argmax, or a draw when sampling;
     None where the drafter's top probability is below p_min (stop drafting). With
     copy=False (greedy) the choice is made on `logits` in place, banned tokens set there,
-    and the caller copies it into `row` later, before the drafter decodes again.
+    and the caller copies it into `row` later, before the drafter decodes again. `top` is
+    the argmax the device already took of `logits` (Context.argmax): taken unless banned.
     """
     if copy or not sampler.greedy:
         np.copyto(row, logits)
         logits = row
     if banned:
         logits[list(banned)] = -np.inf
-    token = int(logits.argmax()) if sampler.greedy else sampler.draw(sampler.distribution(logits))
+    if not sampler.greedy:
+        token = sampler.draw(sampler.distribution(logits))
+    elif top is not None and top not in banned:
+        token = top
+    else:
+        token = int(logits.argmax())
     if p_min > 0.0 and 1.0 / float(np.exp(logits - logits.max()).sum()) < p_min:
         return None
     return token

@@ -52,7 +52,8 @@ class ModelDrafter:
         side = ctx.side if sampler.greedy else None
         for i in range(k):
             late = side is not None and i + 1 == k
-            token = choose_draft(rows[i], logits[-1], sampler, p_min, banned, copy=not late)
+            top = ctx.argmax[-1] if ctx.argmax else None  # where the device took it
+            token = choose_draft(rows[i], logits[-1], sampler, p_min, banned, copy=not late, top=top)
             if token is None:
                 break
             tokens.append(token)

@@ -65,6 +65,13 @@ class Context:
             reason = llama_reason() or "out of memory?"
             raise RuntimeFailure(f"llama.cpp could not create a context for {model.path.name}: {reason}")
         self.ptr = ptr
+        # Greedy tokens chosen on the device (options.device_argmax): llama.cpp's greedy sampler
+        # runs in the decode's graph, and the rows come from its output instead of the raw logits.
+        self._chain = _greedy_on_device(ptr) if self.options.device_argmax else None
+        self.argmax: list[int] | None = None  # the latest decode's argmax per output row, where the device took it
+        self._argmax_checked = False
+        self._sampled_address = 0
+        self._sampled = np.empty((0, model.n_vocab), dtype=np.float32)
         self.memory = llama.llama_get_memory(ptr)
         self.n_ctx: int = llama.llama_n_ctx(ptr)
         self.capacity = min(int(params.n_batch), int(llama.llama_n_batch(ptr)))  # what llama.cpp took, not asked
@@ -184,6 +191,11 @@ class Context:
         )
 
     @property
+    def device_argmax(self) -> bool:
+        """Whether llama.cpp takes each greedy argmax in the decode (a backend sampler took here)."""
+        return self._chain is not None
+
+    @property
     def n_past(self) -> int:
         return len(self.tokens)
 
@@ -206,6 +218,7 @@ class Context:
                 "or load the model with a larger context."
             )
         logits = None
+        self.argmax = None
         start = 0
         while start < n:
             chunk = tokens[start : start + self.capacity]
@@ -244,7 +257,8 @@ class Context:
                     if self.side.run():
                         side_s = time.perf_counter() - s0
                 w0 = time.perf_counter()
-                logits = self._logits_view()[: m if all_logits else 1]  # waits for the device
+                rows = m if all_logits else 1  # reading them waits for the device
+                logits = self._sampled_view(rows, m) if self._chain is not None else self._logits_view()[:rows]
                 if side_s and self.options.on_gpu and time.perf_counter() - w0 > DEVICE_BUSY_S:
                     side_s = 0.0  # the device was still busy: the side work cost nothing
             self.decode_s += time.perf_counter() - t0 - side_s
@@ -263,6 +277,35 @@ class Context:
             self._logits = np.ctypeslib.as_array(ptr, shape=(self.max_rows, self.model.n_vocab))
             self._logits_address = address
         return self._logits
+
+    def _sampled_view(self, rows: int, m: int) -> np.ndarray:
+        """The rows the device's greedy sampler passed on (the logits, unchanged), and its argmax of each."""
+        first = m - rows  # the batch index of the first row with logits
+        ptr = llama.llama_get_sampled_logits_ith(self.ptr, first)
+        if not ptr:
+            raise RuntimeFailure(f"llama.cpp returned no logits for a batch of {m} tokens.")
+        address = ctypes.addressof(ptr.contents)
+        if address != self._sampled_address:
+            self._sampled = np.ctypeslib.as_array(ptr, shape=(self.max_rows, self.model.n_vocab))
+            self._sampled_address = address
+        view = self._sampled[:rows]
+        argmax = [llama.llama_get_sampled_token_ith(self.ptr, first + i) for i in range(rows)]
+        if not self._argmax_checked:
+            # Once per context, the device's choice is checked against the rows it came with (a
+            # tie may pick another index of the same value); a backend that errs is not used again.
+            if any(not 0 <= t < view.shape[1] or view[i, t] != view[i].max() for i, t in enumerate(argmax)):
+                self._drop_device_argmax()
+                return view  # self.argmax stays None: the host scans this decode's rows
+            self._argmax_checked = True
+        self.argmax = argmax
+        return view
+
+    def _drop_device_argmax(self) -> None:
+        """Take every argmax on the host from the next decode on (the device's disagreed with its rows)."""
+        llama.llama_set_sampler(self.ptr, 0, None)
+        llama.llama_sampler_free(self._chain)
+        self._chain = None
+        self.argmax = None
 
     def rewind(self, keep: int) -> None:
         """Forget every position from `keep` on (llama_memory_seq_rm)."""
@@ -330,6 +373,9 @@ class Context:
             llama.llama_batch_free(self._batch)
             llama.llama_free(self.ptr)
             self.ptr = None
+        if getattr(self, "_chain", None) is not None:
+            llama.llama_sampler_free(self._chain)  # after the context that used it
+            self._chain = None
 
     def __del__(self) -> None:
         self.close()
@@ -343,6 +389,16 @@ def stoppable(contexts: Iterable[object], cancelled: Callable[[], bool]) -> Iter
             if isinstance(ctx, Context) and ctx.ptr:
                 stack.enter_context(ctx.stoppable(cancelled))
         yield
+
+
+def _greedy_on_device(ctx: object) -> object | None:
+    """A greedy sampler running in ctx's decodes (a backend sampler), or None where the backend cannot."""
+    chain = llama.llama_sampler_chain_init(llama.llama_sampler_chain_default_params())
+    llama.llama_sampler_chain_add(chain, llama.llama_sampler_init_greedy())  # the chain owns it
+    if llama.llama_set_sampler(ctx, 0, chain):
+        return chain
+    llama.llama_sampler_free(chain)
+    return None
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -117,6 +117,12 @@ class RuntimeOptions:
     # (engine.runtime.side), each round's events then going out after the next round's first
     # decode. None: so on a GPU; on a CPU a decode leaves nothing to overlap with.
     overlap_probabilities: bool | None = None
+    # Each greedy token is the argmax of its row, taken by llama.cpp on the device as part of
+    # the decode (a backend sampler) rather than by numpy on the row once it has arrived: on
+    # a GPU the host then never scans a row before the next decode can launch. The rows still
+    # arrive for the probabilities. None: so on a GPU; on a CPU the same scan runs in the
+    # graph's own threads, and costs the same.
+    argmax_on_device: bool | None = None
 
     @property
     def on_gpu(self) -> bool:
@@ -129,6 +135,10 @@ class RuntimeOptions:
     @property
     def overlap(self) -> bool:
         return self.on_gpu if self.overlap_probabilities is None else self.overlap_probabilities
+
+    @property
+    def device_argmax(self) -> bool:
+        return self.on_gpu if self.argmax_on_device is None else self.argmax_on_device
 
     @property
     def threads(self) -> int:
