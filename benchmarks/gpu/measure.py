@@ -1,7 +1,8 @@
 """GPU measurements of our engine against CUDA llama.cpp, driven by benchmarks/gpu/run.sh.
 
   measure.py floor ROWS.jsonl PAIR          c_floor(k) = rows(k+1) + k x drafter step, from llama-bench
-  measure.py ours PAIR [--depths 0,1,2,3,4]  our engine alone: c, the floor's ratio, Python's share, per depth
+  measure.py ours PAIR [--depths 0,1,2,3,4] [--argmax host,device]
+                                            our engine alone: c, the floor's ratio, Python's share, per depth
   measure.py ruler PAIR OUT                  ours against llama-server, interleaved (the ruler's machinery)
   measure.py exact MODEL                     a random-weight model drafting for itself: what stays exact
   measure.py tuner PAIR                      the tuner's predicted speedup per depth against the measured
