@@ -138,8 +138,11 @@ def speculative_round(
         side.run()  # the draft's last row and its probabilities: done in the verify's wait on a GPU
     t2 = time.perf_counter()
 
-    # The device's argmax of each row, where it took them (unless it chose a banned token)
-    tops = target.argmax if prefill_row is None and not set(banned).intersection(target.argmax or ()) else None
+    # The device's argmax of each row, where it took them; a row where it chose a banned token
+    # is scanned here with the ban (row by row: a row's token never depends on its neighbours)
+    tops = target.argmax if prefill_row is None else None
+    if tops is not None and banned and not set(banned).isdisjoint(tops):
+        tops = [int(rows[i].argmax()) if t in banned else t for i, t in enumerate(tops)]
     verdict = walk(draft, rows, sampler, bool(config.top_candidates), config.probabilities and not deferred, tops)
     pending = None
     if deferred:

@@ -110,7 +110,7 @@ def cmd_ours(args) -> int:
         eng.ctx.options = saved
         return stats, launched[0] / stats.rounds
 
-    steady = 2 if options.on_gpu else 1
+    steady = next(iter(next(iter(arms.values()))[1]))  # the drafter's own shape: 2 on a GPU, 1 for a recurrent one
     # The time inside llama_decode calls (the launch: graph building and, on a CPU, the compute)
     # apart from the wait for the device's results, which the engine counts with it.
     launched = [0.0]
@@ -138,39 +138,41 @@ def cmd_ours(args) -> int:
     )
     print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     plain: dict[tuple[str, str], tuple[float, float]] = {}  # per mode and argmax: a plain round's s, tok/s
-    for depth in [int(d) for d in args.depths.split(",")]:
-        for shape in arms[next(iter(arms))][1]:
-            if depth == 0 and shape != steady:
-                continue
-            for mode in modes:
-                if mode == "on, eager" and shape != steady:
+    try:
+        for depth in [int(d) for d in args.depths.split(",")]:
+            for shape in arms[next(iter(arms))][1]:
+                if depth == 0 and shape != steady:
                     continue
-                runs: dict[str, list] = {where: [] for where in arms}
-                for where in arms:
-                    once(where, depth, mode, 8, shape)  # warm-up
-                for _ in range(args.repeats):  # the arms in turn
+                for mode in modes:
+                    if mode == "on, eager" and shape != steady:
+                        continue
+                    runs: dict[str, list] = {where: [] for where in arms}
                     for where in arms:
-                        runs[where].append(once(where, depth, mode, args.tokens, shape))
-                for where, both in runs.items():
-                    done = [stats for stats, _ in both]
-                    launch_s = statistics.median(t for _, t in both)
-                    round_s = statistics.median(s.decode_s / s.rounds for s in done)
-                    python_s = statistics.median(s.overhead_s / s.rounds for s in done)
-                    tps = statistics.median(s.decode_tps for s in done)
-                    if depth == 0:
-                        plain[mode, where] = (round_s, tps)
-                    base = plain.get((next(iter(modes)), where))
-                    c = round_s / base[0] if base else float("nan")
-                    cf = floor["floor"][str(depth)] if floor else float("nan")
-                    speedup = tps / plain[mode, where][1] if (mode, where) in plain else float("nan")
-                    print(
-                        f"| {args.pair} | {depth} | {shape if depth else '-'} | {mode} | {where} | {tps:.1f} "
-                        f"| {round_s * 1e3:.2f} | {c:.2f} | {cf:.2f} | {c / cf:.2f} | {python_s * 1e3:.2f} "
-                        f"| {python_s / round_s:.0%} | {speedup:.2f} | {speedup / ((depth + 1) / cf):.2f} "
-                        f"| {launch_s * 1e3:.2f} |",
-                        flush=True,
-                    )
-    llama_cpp.llama_cpp.llama_decode = decode
+                        once(where, depth, mode, 8, shape)  # warm-up
+                    for _ in range(args.repeats):  # the arms in turn
+                        for where in arms:
+                            runs[where].append(once(where, depth, mode, args.tokens, shape))
+                    for where, both in runs.items():
+                        done = [stats for stats, _ in both]
+                        launch_s = statistics.median(t for _, t in both)
+                        round_s = statistics.median(s.decode_s / s.rounds for s in done)
+                        python_s = statistics.median(s.overhead_s / s.rounds for s in done)
+                        tps = statistics.median(s.decode_tps for s in done)
+                        if depth == 0:
+                            plain[mode, where] = (round_s, tps)
+                        base = plain.get((next(iter(modes)), where))
+                        c = round_s / base[0] if base else float("nan")
+                        cf = floor["floor"][str(depth)] if floor else float("nan")
+                        speedup = tps / plain[mode, where][1] if (mode, where) in plain else float("nan")
+                        print(
+                            f"| {args.pair} | {depth} | {shape if depth else '-'} | {mode} | {where} | {tps:.1f} "
+                            f"| {round_s * 1e3:.2f} | {c:.2f} | {cf:.2f} | {c / cf:.2f} | {python_s * 1e3:.2f} "
+                            f"| {python_s / round_s:.0%} | {speedup:.2f} | {speedup / ((depth + 1) / cf):.2f} "
+                            f"| {launch_s * 1e3:.2f} |",
+                            flush=True,
+                        )
+    finally:
+        llama_cpp.llama_cpp.llama_decode = decode
     for eng, drafters in arms.values():
         for drafter in drafters.values():
             drafter.close()
