@@ -173,6 +173,12 @@ def cmd_ours(args) -> int:
                         )
     finally:
         llama_cpp.llama_cpp.llama_decode = decode
+    kept = ", ".join(
+        f"{where}: target {'device' if e.ctx.device_argmax else 'host'}, drafter "
+        + ("device" if next(iter(d.values())).ctx.device_argmax else "host")
+        for where, (e, d) in arms.items()
+    )
+    print(f"[{args.pair}] argmax after every run ({kept})")
     for eng, drafters in arms.values():
         for drafter in drafters.values():
             drafter.close()
