@@ -290,15 +290,17 @@ class Context:
             self._sampled_address = address
         view = self._sampled[:rows]
         argmax = [llama.llama_get_sampled_token_ith(self.ptr, first + i) for i in range(rows)]
-        if min(argmax) < 0 or max(argmax) >= view.shape[1]:
-            return view  # no token (a row of NaNs gives the kernel none above -FLT_MAX): the host scans
+        named = min(argmax) >= 0 and max(argmax) < view.shape[1]
         if not self._argmax_checked:
             # Once per context, the device's choice is checked against the rows it came with (a
-            # tie may pick another index of the same value); a backend that errs is not used again.
-            if any(view[i, t] != view[i].max() for i, t in enumerate(argmax)):
+            # tie may pick another index of the same value); a backend that errs, or names no
+            # token, is not used again.
+            if not named or any(view[i, t] != view[i].max() for i, t in enumerate(argmax)):
                 self._drop_device_argmax()
                 return view  # self.argmax stays None: the host scans this decode's rows
             self._argmax_checked = True
+        elif not named:
+            return view  # no token (a row of NaNs gives the kernel none above -FLT_MAX): the host scans
         self.argmax = argmax
         return view
 

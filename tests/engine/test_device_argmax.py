@@ -82,9 +82,11 @@ def test_a_verify_batch_gives_the_same_rows_and_their_argmax(target_path):
         model.close()
 
 
-def test_a_device_that_errs_is_not_used_again(target_path, monkeypatch):
-    """The first decode checks the device's choice against its rows; a wrong one (a faulty backend,
-    simulated here by one altered answer) turns the device's argmax off for the context."""
+@pytest.mark.parametrize("fault", ["a wrong token", "no token"])
+def test_a_device_that_errs_is_not_used_again(target_path, monkeypatch, fault):
+    """The first decode checks the device's choice against its rows; a wrong one or none (a faulty
+    backend, or one that cannot run the sampler, simulated here by altered answers) turns the
+    device's argmax off for the context."""
     import llama_cpp.llama_cpp as llama
 
     from engine.runtime import Model
@@ -93,7 +95,8 @@ def test_a_device_that_errs_is_not_used_again(target_path, monkeypatch):
     host = Context(model, RuntimeOptions(argmax_on_device=False), max_rows=3)
     device = Context(model, RuntimeOptions(argmax_on_device=True), max_rows=3)
     real = llama.llama_get_sampled_token_ith
-    monkeypatch.setattr(llama, "llama_get_sampled_token_ith", lambda ctx, i: real(ctx, i) + 1)
+    altered = (lambda ctx, i: real(ctx, i) + 1) if fault == "a wrong token" else (lambda ctx, i: -1)
+    monkeypatch.setattr(llama, "llama_get_sampled_token_ith", altered)
     try:
         prompt = model.tokenize("def reverse(items):\n    return", add_special=False)
         want = host.decode(prompt, all_logits=False).copy()
