@@ -138,11 +138,7 @@ def speculative_round(
         side.run()  # the draft's last row and its probabilities: done in the verify's wait on a GPU
     t2 = time.perf_counter()
 
-    # The device's argmax of each row, where it took them; a row where it chose a banned token
-    # is scanned here with the ban (row by row: a row's token never depends on its neighbours)
-    tops = target.argmax if prefill_row is None else None
-    if tops is not None and banned and not set(banned).isdisjoint(tops):
-        tops = [int(rows[i].argmax()) if t in banned else t for i, t in enumerate(tops)]
+    tops = target.device_choices(banned) if prefill_row is None else None
     verdict = walk(draft, rows, sampler, bool(config.top_candidates), config.probabilities and not deferred, tops)
     pending = None
     if deferred:
@@ -221,11 +217,12 @@ def walk(
     sampler: Sampler,
     keep_dists: bool = False,
     probabilities: bool = True,
-    tops: list[int] | None = None,
+    tops: list[int | None] | None = None,
 ) -> Verdict:
     """Keep drafts while the target agrees; end with the target's own token.
 
-    Greedy: a draft is kept while it is the target's argmax (`tops[i]` where the device took it). Sampling: draft d is kept
+    Greedy: a draft is kept while it is the target's argmax (`tops[i]` where the device took
+    it, Context.device_choices; else a scan of the row, row by row). Sampling: draft d is kept
     with probability min(1, p(d) / q(d)); at the first rejection the token is drawn from
     normalised max(0, p - q); if every draft is kept, the bonus is drawn from p. The output
     is then distributed exactly as the target's own sampling would be.
@@ -235,7 +232,8 @@ def walk(
     if sampler.greedy:
         chosen: list[int] = []
         for i in range(len(draft.tokens) + 1):
-            chosen.append(int(rows[i].argmax()) if tops is None else tops[i])
+            top = None if tops is None else tops[i]
+            chosen.append(int(rows[i].argmax()) if top is None else top)
             if i == len(draft.tokens) or chosen[-1] != draft.tokens[i]:
                 break
         if keep_dists:

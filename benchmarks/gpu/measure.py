@@ -93,9 +93,8 @@ def cmd_ours(args) -> int:
 
     # "on": the app's probabilities, computed while the next decode runs (the default on a GPU);
     # "on, eager": computed in the round, as on a CPU; "off": none (the ruler, --json-less runs)
-    modes = {"on": (True, True), "on, eager": (True, False), "off": (False, True)}
-
-    modes = {m: modes[m] for m in args.modes.split(";")}
+    settings = {"on": (True, True), "on, eager": (True, False), "off": (False, True)}
+    modes = {m: settings[m] for m in args.modes.split(";")}
 
     def once(where: str, depth: int, mode: str, n: int, shape: int):
         eng, drafters = arms[where]
@@ -125,13 +124,18 @@ def cmd_ours(args) -> int:
                 launched[0] += time.perf_counter() - t0
 
     llama_cpp.llama_cpp.llama_decode = timed_decode
-    taken = ", ".join(
-        f"{where}: target {'device' if e.ctx.device_argmax else 'host'}, drafter "
-        + ("device" if next(iter(d.values())).ctx.device_argmax else "host")
-        for where, (e, d) in arms.items()
-    )
+
+    def taken() -> str:
+        def place(ctx) -> str:
+            return "device" if ctx.device_argmax else "host"
+
+        return ", ".join(
+            f"{where}: target {place(e.ctx)}, drafter {place(next(iter(d.values())).ctx)}"
+            for where, (e, d) in arms.items()
+        )
+
     print(f"[{args.pair}] {options.mode} mode, {args.tokens} tokens, median of {args.repeats}; every draft accepted;"
-          f" argmax taken ({taken})")  # fmt: skip
+          f" argmax taken ({taken()})")  # fmt: skip
     print(
         "| pair | depth | drafter rows | probabilities | argmax | tok/s | ms/round | c | c_floor | c / c_floor "
         "| Python ms/round | Python share | speedup over plain | of the ideal (k+1)/c_floor | launch ms/round |"
@@ -173,12 +177,7 @@ def cmd_ours(args) -> int:
                         )
     finally:
         llama_cpp.llama_cpp.llama_decode = decode
-    kept = ", ".join(
-        f"{where}: target {'device' if e.ctx.device_argmax else 'host'}, drafter "
-        + ("device" if next(iter(d.values())).ctx.device_argmax else "host")
-        for where, (e, d) in arms.items()
-    )
-    print(f"[{args.pair}] argmax after every run ({kept})")
+    print(f"[{args.pair}] argmax after every run ({taken()})")
     for eng, drafters in arms.values():
         for drafter in drafters.values():
             drafter.close()

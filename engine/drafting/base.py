@@ -145,7 +145,7 @@ def choose_draft(
     None where the drafter's top probability is below p_min (stop drafting). With
     copy=False (greedy) the choice is made on `logits` in place, banned tokens set there,
     and the caller copies it into `row` later, before the drafter decodes again. `top` is
-    the argmax the device already took of `logits` (Context.argmax): taken unless banned.
+    the greedy token the device already chose from `logits` (Context.device_choices).
     """
     if copy or not sampler.greedy:
         np.copyto(row, logits)
@@ -154,7 +154,7 @@ def choose_draft(
         logits[list(banned)] = -np.inf
     if not sampler.greedy:
         token = sampler.draw(sampler.distribution(logits))
-    elif top is not None and top not in banned:
+    elif top is not None:
         token = top
     else:
         token = int(logits.argmax())

@@ -52,7 +52,8 @@ class ModelDrafter:
         side = ctx.side if sampler.greedy else None
         for i in range(k):
             late = side is not None and i + 1 == k
-            top = ctx.argmax[-1] if ctx.argmax else None  # where the device took it
+            tops = ctx.device_choices(banned)
+            top = None if tops is None else tops[-1]  # where the device chose it
             token = choose_draft(rows[i], logits[-1], sampler, p_min, banned, copy=not late, top=top)
             if token is None:
                 break

@@ -195,6 +195,14 @@ class Context:
         """Whether llama.cpp takes each greedy argmax in the decode (a backend sampler took here)."""
         return self._chain is not None
 
+    def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
+        """The latest decode's greedy token per output row, where the device took them: None for
+        the whole decode where it did not, and for a row where it chose a banned token (the caller
+        scans that row with the ban)."""
+        if self.argmax is None or not banned or set(banned).isdisjoint(self.argmax):
+            return self.argmax
+        return [None if t in banned else t for t in self.argmax]
+
     @property
     def n_past(self) -> int:
         return len(self.tokens)

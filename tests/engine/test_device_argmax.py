@@ -187,10 +187,23 @@ def test_p_min_reads_the_row_the_device_chose_from(host_engine, device_engine, p
     assert any(len(d) < 4 for d in tokens_and_drafts(device)[1][1:])  # p_min cut some drafts short
 
 
-def test_a_drafter_passes_over_a_banned_device_choice():
-    sampler = Sampler(SamplingConfig(), 8)
-    logits = np.array([0.0, 1.0, 5.0, 2.0, 0.5, 0.0, 0.0, 0.0], dtype=np.float32)
-    row = np.empty_like(logits)
-    assert choose_draft(row, logits.copy(), sampler, 0.0, (), top=2) == 2
-    assert choose_draft(row, logits.copy(), sampler, 0.0, (2,), top=2) == 3  # banned: the host's scan
-    assert row[2] == -np.inf and row[3] == 2.0
+def test_a_drafter_passes_over_a_banned_device_choice(target_path):
+    """A row where the device chose a banned token has no device choice: the drafter scans it with the ban."""
+    from engine.runtime import Model
+
+    model = Model(target_path, RuntimeOptions())
+    device = Context(model, RuntimeOptions(argmax_on_device=True), max_rows=1)
+    try:
+        logits = device.decode(model.tokenize("def reverse(items):\n    return", add_special=False), False)
+        first = int(logits[-1].argmax())
+        second = int(np.argsort(logits[-1])[-2])
+        assert device.device_choices() == [first] == device.device_choices((first + 1,))
+        assert device.device_choices((first,)) == [None]
+        sampler = Sampler(SamplingConfig(), model.n_vocab)
+        row = np.empty(model.n_vocab, dtype=np.float32)
+        assert choose_draft(row, logits[-1], sampler, 0.0, (), top=first) == first
+        assert choose_draft(row, logits[-1], sampler, 0.0, (first,), top=None) == second  # banned: the host's scan
+        assert row[first] == -np.inf and row[second] == logits[-1][second]
+    finally:
+        device.close()
+        model.close()
