@@ -123,7 +123,8 @@ def speculative_round(
     n = len(history)
     drafter_ctx = getattr(drafter, "ctx", None)
     llama_before = _llama_s(target, drafter_ctx)
-    deferred = side is not None and sampler.greedy and config.probabilities and not config.top_candidates
+    overlap = side is not None and target.options.overlap
+    deferred = overlap and sampler.greedy and config.probabilities and not config.top_candidates
     t0 = time.perf_counter()
     drafting = drafter is not None and depth > 0 and prefill_row is None
     draft = drafter.draft(history, depth, sampler, config.p_min, banned) if drafting else NO_DRAFT
@@ -285,7 +286,9 @@ def generate(
     finish = FinishReason.MAX_TOKENS
     # On an accelerator a round's probabilities are computed while the next round's first
     # decode runs, so its events go out one round late (milliseconds); elsewhere at once.
-    side = SideWork() if target.options.overlap else None
+    # A draft model that takes in its last draft during the verify queues that decode here too.
+    overlapped = target.options.overlap or getattr(drafter, "overlaps", False)
+    side = SideWork() if overlapped else None
     outbox = Outbox()
     contexts = [c for c in (target, getattr(drafter, "ctx", None)) if isinstance(c, Context)]
     for c in contexts:
@@ -334,7 +337,7 @@ def generate(
             outbox.wait_for(len(rounds), r)
             outbox.put([summary])
             rounds.append((summary, round_s))
-            if side is None:
+            if outbox.round is None:  # nothing left to side work: out at once
                 yield from outbox.release()
             first_row = None
         if finish is not FinishReason.STOP_STRING:

@@ -31,6 +31,20 @@ MODELS = Path(os.environ.get("MODELS", "/tmp/models"))
 BIN = Path(os.environ.get("LLAMA_BIN", "/tmp/llb/bin"))
 PAIRS = {"small": ("target.gguf", "drafter.gguf"), "7b": ("target7b.gguf", "drafter.gguf")}
 FLOOR_FILE = "/tmp/gpu-floor-{}.json"
+# A reply whose rounds are all whole when every draft is kept: the prefill's token, then 120,
+# which rounds of 2, 3, 4, 5 and 6 tokens divide. At 128 a depth-4 reply ends with a round of two
+# tokens: 26 rounds for 127 tokens, 4.88 a round where the round yields 5 (the reply's length,
+# not the round's cost).
+WHOLE_ROUNDS = 121
+WHOLE = "the prefill's token and 120 decoded: whole rounds at depths 1-5"
+# How a draft model steps (RuntimeOptions): its last draft taken in while the target verifies,
+# every step one row (the default on a GPU); every step the last two tokens; or one row a step
+# and a two-row catch-up after a round whose drafts were all kept.
+DRAFTER_STEPS = {
+    "overlap": {"overlap_drafter": True},
+    "2": {"overlap_drafter": False, "steady_draft_shape": True},
+    "1": {"overlap_drafter": False, "steady_draft_shape": False},
+}
 
 
 def _pair(name: str) -> tuple[Path, Path]:
@@ -67,6 +81,7 @@ def cmd_ours(args) -> int:
     from engine.chat import Message
     from engine.ruler.prompts import built_in
     from engine.runtime import Model
+    from engine.runtime.llama import Context as LlamaContext
 
     target, drafter_path = _pair(args.pair)
     floor = (
@@ -78,42 +93,41 @@ def cmd_ours(args) -> int:
     target_model, drafter_model = Model(target, options), Model(drafter_path, options)
     # One engine per place the greedy argmax is taken (the device's backend sampler, or numpy
     # on the host), on the same loaded models: "--argmax host,device" is an A/B in one process.
+    # And one draft model per way of stepping it (--drafters), each on its own context.
     arms = {}
     for where in args.argmax.split(","):  # device, host; or target (its verify rows) or drafter alone
         opts = replace(options, argmax_on_device=where in ("device", "target"))
         arms[where] = (Engine(target_model, None, opts), {})
         opts = replace(options, argmax_on_device=where in ("device", "drafter"))
-        steady = ModelDrafter(drafter_model, opts)  # on a GPU: every drafter batch two rows
-        arms[where][1][steady.shape] = steady
-        if args.compare_shapes:
-            one = replace(opts, steady_draft_shape=False)
-            arms[where][1][1] = ModelDrafter(drafter_model, one)
+        for steps in args.drafters.split(","):
+            arms[where][1][steps] = ModelDrafter(drafter_model, replace(opts, **DRAFTER_STEPS[steps]))
     eng = next(iter(arms.values()))[0]
     ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
 
     # "on": the app's probabilities, computed while the next decode runs (the default on a GPU);
-    # "on, eager": computed in the round, as on a CPU; "off": none (the ruler, --json-less runs)
-    settings = {"on": (True, True), "on, eager": (True, False), "off": (False, True)}
-    modes = {m: settings[m] for m in args.modes.split(";")}
+    # "eager": computed in the round, as on a CPU; "off": none (the ruler, --json-less runs)
+    settings = {"on": (True, True), "eager": (True, False), "off": (False, True)}
+    modes = {m: settings[m] for m in args.modes.split(",")}
 
-    def once(where: str, depth: int, mode: str, n: int, shape: int):
+    def once(where: str, depth: int, mode: str, n: int, steps: str):
         eng, drafters = arms[where]
         probabilities, overlap = modes[mode]
-        eng.swap_drafter(drafters[shape] if depth else None)
+        eng.swap_drafter(drafters[steps] if depth else None)
         eng.forget()
         saved = eng.ctx.options
         eng.ctx.options = replace(saved, overlap_probabilities=overlap)
         config = GenerationConfig(max_tokens=n, depth=depth, ignore_eog=True, probabilities=probabilities)
-        launched[0] = 0.0
+        launched[:] = [0.0, 0.0]
         *_, stats = eng.stream(ids, config)
         eng.ctx.options = saved
-        return stats, launched[0] / stats.rounds
+        return stats, launched[0] / stats.rounds, launched[1] / stats.rounds
 
-    steady = next(iter(next(iter(arms.values()))[1]))  # the drafter's own shape: 2 on a GPU, 1 for a recurrent one
+    first = next(iter(next(iter(arms.values()))[1]))  # the drafter stepped as --drafters names first
     # The time inside llama_decode calls (the launch: graph building and, on a CPU, the compute)
-    # apart from the wait for the device's results, which the engine counts with it.
-    launched = [0.0]
-    decode = llama_cpp.llama_cpp.llama_decode
+    # apart from the wait for the device's results, which the engine counts with it; and of
+    # that, the draft model's decode of its last draft during the verify (Context.feed).
+    launched = [0.0, 0.0]
+    decode, feed = llama_cpp.llama_cpp.llama_decode, LlamaContext.feed
 
     def timed_decode(ctx, batch):
         t0 = time.perf_counter()
@@ -123,7 +137,14 @@ def cmd_ours(args) -> int:
             if batch.n_tokens <= 8:  # a round's batch, not the prompt's
                 launched[0] += time.perf_counter() - t0
 
-    llama_cpp.llama_cpp.llama_decode = timed_decode
+    def timed_feed(ctx, tokens):
+        t0 = time.perf_counter()
+        try:
+            return feed(ctx, tokens)
+        finally:
+            launched[1] += time.perf_counter() - t0
+
+    llama_cpp.llama_cpp.llama_decode, LlamaContext.feed = timed_decode, timed_feed
 
     def taken() -> str:
         def place(ctx) -> str:
@@ -135,48 +156,46 @@ def cmd_ours(args) -> int:
         )
 
     print(f"[{args.pair}] {options.mode} mode, {args.tokens} tokens, median of {args.repeats}; every draft accepted;"
-          f" argmax taken ({taken()})")  # fmt: skip
+          f" argmax taken ({taken()}); by default the drafter overlaps the verify: {options.drafter_overlaps}")  # fmt: skip
     print(
-        "| pair | depth | drafter rows | probabilities | argmax | tok/s | ms/round | c | c_floor | c / c_floor "
-        "| Python ms/round | Python share | speedup over plain | of the ideal (k+1)/c_floor | launch ms/round |"
+        "| pair | depth | drafter steps | probabilities | argmax | tok/s | ms/round | c | c_floor | c / c_floor "
+        "| Python ms/round | Python share | speedup over plain | of the ideal (k+1)/c_floor | launch ms/round | of it, the drafter's feed |"
     )
-    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     plain: dict[tuple[str, str], tuple[float, float]] = {}  # per mode and argmax: a plain round's s, tok/s
     try:
         for depth in [int(d) for d in args.depths.split(",")]:
-            for shape in arms[next(iter(arms))][1]:
-                if depth == 0 and shape != steady:
-                    continue
-                for mode in modes:
-                    if mode == "on, eager" and shape != steady:
-                        continue
-                    runs: dict[str, list] = {where: [] for where in arms}
-                    for where in arms:
-                        once(where, depth, mode, 8, shape)  # warm-up
-                    for _ in range(args.repeats):  # the arms in turn
-                        for where in arms:
-                            runs[where].append(once(where, depth, mode, args.tokens, shape))
-                    for where, both in runs.items():
-                        done = [stats for stats, _ in both]
-                        launch_s = statistics.median(t for _, t in both)
-                        round_s = statistics.median(s.decode_s / s.rounds for s in done)
-                        python_s = statistics.median(s.overhead_s / s.rounds for s in done)
-                        tps = statistics.median(s.decode_tps for s in done)
-                        if depth == 0:
-                            plain[mode, where] = (round_s, tps)
-                        base = plain.get((next(iter(modes)), where))
-                        c = round_s / base[0] if base else float("nan")
-                        cf = floor["floor"][str(depth)] if floor else float("nan")
-                        speedup = tps / plain[mode, where][1] if (mode, where) in plain else float("nan")
-                        print(
-                            f"| {args.pair} | {depth} | {shape if depth else '-'} | {mode} | {where} | {tps:.1f} "
-                            f"| {round_s * 1e3:.2f} | {c:.2f} | {cf:.2f} | {c / cf:.2f} | {python_s * 1e3:.2f} "
-                            f"| {python_s / round_s:.0%} | {speedup:.2f} | {speedup / ((depth + 1) / cf):.2f} "
-                            f"| {launch_s * 1e3:.2f} |",
-                            flush=True,
-                        )
+            for mode in modes:
+                # every argmax place with every drafter, in turn (depth 0: no drafter, one arm each)
+                turn = [(where, steps) for where in arms for steps in arms[where][1] if depth or steps == first]
+                runs: dict[tuple[str, str], list] = {arm: [] for arm in turn}
+                for where, steps in turn:
+                    once(where, depth, mode, 8, steps)  # warm-up
+                for _ in range(args.repeats):
+                    for where, steps in turn:
+                        runs[where, steps].append(once(where, depth, mode, args.tokens, steps))
+                for (where, steps), results in runs.items():
+                    done = [stats for stats, _, _ in results]
+                    launch_s = statistics.median(t for _, t, _ in results)
+                    feed_s = statistics.median(t for _, _, t in results)
+                    round_s = statistics.median(s.decode_s / s.rounds for s in done)
+                    python_s = statistics.median(s.overhead_s / s.rounds for s in done)
+                    tps = statistics.median(s.decode_tps for s in done)
+                    if depth == 0:
+                        plain[mode, where] = (round_s, tps)
+                    base = plain.get((next(iter(modes)), where))
+                    c = round_s / base[0] if base else float("nan")
+                    cf = floor["floor"][str(depth)] if floor else float("nan")
+                    speedup = tps / plain[mode, where][1] if (mode, where) in plain else float("nan")
+                    print(
+                        f"| {args.pair} | {depth} | {steps if depth else '-'} | {mode} | {where} | {tps:.1f} "
+                        f"| {round_s * 1e3:.2f} | {c:.2f} | {cf:.2f} | {c / cf:.2f} | {python_s * 1e3:.2f} "
+                        f"| {python_s / round_s:.0%} | {speedup:.2f} | {speedup / ((depth + 1) / cf):.2f} "
+                        f"| {launch_s * 1e3:.2f} | {feed_s * 1e3:.2f} |",
+                        flush=True,
+                    )
     finally:
-        llama_cpp.llama_cpp.llama_decode = decode
+        llama_cpp.llama_cpp.llama_decode, LlamaContext.feed = decode, feed
     print(f"[{args.pair}] argmax after every run ({taken()})")
     for eng, drafters in arms.values():
         for drafter in drafters.values():
@@ -298,19 +317,26 @@ def main() -> int:
     a = sub.add_parser("ours")
     a.add_argument("pair", choices=PAIRS)
     a.add_argument("--depths", default="0,1,2,3,4")
-    a.add_argument("--tokens", type=int, default=128)
+    a.add_argument("--tokens", type=int, default=WHOLE_ROUNDS, help=f"the reply's length ({WHOLE_ROUNDS}: {WHOLE})")
     a.add_argument("--repeats", type=int, default=3)
     a.add_argument("--fast", action="store_true")
-    a.add_argument("--compare-shapes", action="store_true", help="also a drafter decoding one row a step")
+    a.add_argument(
+        "--drafters",
+        default="overlap",
+        help="the draft model's steps, ',' between, in turn: overlap (one row; the last draft taken in during "
+        "the verify), 2 (two rows a step), 1 (one row, and a catch-up batch)",
+    )
     a.add_argument("--argmax", default="device", help="where greedy argmaxes are taken: device, host, or both in turn")
     a.add_argument(
-        "--modes", default="on;on, eager;off", help="probabilities settings, ';' between: on, 'on, eager', off"
+        "--modes",
+        default="on,eager,off",
+        help="the probabilities' settings, ',' between: on, eager (in the round), off",
     )
     a.set_defaults(func=cmd_ours)
     a = sub.add_parser("tuner")
     a.add_argument("pair", choices=PAIRS)
     a.add_argument("--depths", default="1,2,3,4")
-    a.add_argument("--tokens", type=int, default=128)
+    a.add_argument("--tokens", type=int, default=WHOLE_ROUNDS, help=f"the reply's length ({WHOLE_ROUNDS}: {WHOLE})")
     a.add_argument("--repeats", type=int, default=3)
     a.set_defaults(func=cmd_tuner)
     a = sub.add_parser("exact")

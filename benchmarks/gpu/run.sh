@@ -1,6 +1,6 @@
 #!/bin/bash
 # On a CUDA machine, from the project root, after benchmarks/gpu/make_kit.sh made .gpu-kit/ here:
-#   bash benchmarks/gpu/run.sh PHASES       PHASES: comma list of build,models,load,exact,rows,ours,tuner,ruler
+#   bash benchmarks/gpu/run.sh PHASES       PHASES: comma list of build,models,load,exact,rows,steps,ours,tuner,ruler
 # build: stock llama.cpp with CUDA from the pinned source into /tmp/llb (about 5 minutes on 16 cores; reused
 # while the machine stays up); models: zero-weight copies of the default pair and of a 7B-class target, token 0
 # every model's greedy choice; rows: llama-bench's row costs; ours: our engine alone, c against c_floor and
@@ -60,6 +60,10 @@ if want rows 60; then
   { for t in target target7b; do $LB -m $M/$t.gguf -p 0 -n 64; $LB -m $M/$t.gguf -p 2,3,4,5,6 -n 0; done
     $LB -m $M/drafter.gguf -p 0 -n 64; } > "$OUT/rows.jsonl" 2> "$OUT/rows.err"
   for pair in small 7b; do python3 "$HERE/measure.py" floor "$OUT/rows.jsonl" $pair | tee -a "$OUT/run.log"; done
+fi
+
+if want steps 40; then  # a one-row step taken apart: llama.cpp alone, its sampler, the engine's decode, the copy
+  timeout $(( $(left) - 5 )) python3 "$HERE/steps.py" 2>> "$OUT/steps.err" | tee "$OUT/steps.md"
 fi
 
 if want ours 60; then

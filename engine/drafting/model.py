@@ -23,8 +23,7 @@ class ModelDrafter:
         self.model = model
         self.name = model.name
         self.ctx = Context(model, options, max_rows=1)
-        # rows in every batch but a prefill; one where a one-token rewind would replay a recurrent state
-        self.shape = 2 if (options or model.options).steady_draft and not self.ctx.has_state else 1
+        self.overlaps, self.shape = step_plan(options or model.options, self.ctx.has_state)
         self.max_depth = max_depth
         self._rows = np.empty((max_depth, model.n_vocab), dtype=np.float32)
 
@@ -50,6 +49,7 @@ class ModelDrafter:
         # Where the round has side work (a GPU), the last step's row is copied while the target
         # verifies: only a row the next step's decode would overwrite is copied on the way.
         side = ctx.side if sampler.greedy else None
+        ahead = ctx.side if self.overlaps else None
         for i in range(k):
             late = side is not None and i + 1 == k
             tops = ctx.device_choices(banned)
@@ -60,6 +60,8 @@ class ModelDrafter:
             tokens.append(token)
             if late:
                 side.add(functools.partial(np.copyto, rows[i], logits[-1]), reads=ctx)
+            if i + 1 == k and ahead is not None:  # launched right after the verify's launch
+                ahead.add(functools.partial(ctx.feed, [token]))
             if i + 1 < k:
                 if width > 1:
                     ctx.rewind(ctx.n_past - 1)
@@ -77,3 +79,11 @@ class ModelDrafter:
 
     def close(self) -> None:
         self.ctx.close()
+
+
+def step_plan(options: RuntimeOptions, has_state: bool) -> tuple[bool, int]:
+    """Whether a draft model takes in its round's last draft during the verify, and the rows of
+    each step (but a catch-up's): one where it does, or where a one-token rewind would replay a
+    recurrent state; else two where a steady shape pays (a GPU: the last two tokens a step)."""
+    overlaps = options.drafter_overlaps and not has_state  # a rejected draft would cost a replay
+    return overlaps, 2 if options.steady_draft and not overlaps and not has_state else 1

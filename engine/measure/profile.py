@@ -18,6 +18,7 @@ from pathlib import Path
 from engine.chat import Message, template_for, tokenize_prompt
 from engine.depth import MAX_DEPTH, FixedDepth
 from engine.drafting import Drafter, ModelDrafter
+from engine.drafting.model import step_plan
 from engine.errors import DraftlightError
 from engine.events import RoundEvent
 from engine.measure.costmodel import PROFILE_VERSION, BoxProfile, conditional_acceptance
@@ -58,6 +59,8 @@ def profile_key(target: Path, drafter: Path, options: RuntimeOptions) -> str:
         str(options.threads),
         str(PROFILE_VERSION),
     ]
+    if options.drafter_overlaps:  # a draft model's steps priced as they run beside the verify
+        parts.append("drafter overlaps the verify")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -151,7 +154,7 @@ def measure(
     dctx = Context(drafter, options, max_rows=1)
     dctx.decode(prompt[:-1], all_logits=False)
     dbase = dctx.n_past
-    shape = 2 if options.steady_draft else 1  # the rows in each of the draft model's steps (ModelDrafter.shape)
+    overlaps, shape = step_plan(options, dctx.has_state)  # as ModelDrafter steps
 
     def one_step() -> None:
         dctx.rewind(dbase + 1 - shape)
@@ -194,6 +197,14 @@ def measure(
         for e in generate(ctx, None, FixedDepth(0), list(ids), config, prefill=Prefill(first_row=first_row))
         if isinstance(e, RoundEvent) and not e.from_prefill
     ]
+    # With an overlapping drafter, whole rounds drafting one token too: its step is priced from
+    # how a round grows with its depth (below).
+    rounds_at = {max_depth: deep_rounds}
+    if overlaps and max_depth > 1:
+        first_row, _ = ctx.prefill(ids)
+        draft_model.prefill(ids)
+        reply = generate(ctx, draft_model, FixedDepth(1), list(ids), config, prefill=Prefill(first_row=first_row))
+        rounds_at[1] = [e.round_ms / 1e3 for e in reply if isinstance(e, RoundEvent) and e.drafted == 1]
     draft_model.close()
     ctx.close()
     prior = conditional_acceptance(observed, max_depth)
@@ -203,10 +214,15 @@ def measure(
     # must not price every round.
     if plain_rounds:
         overhead = max(0.0, statistics.median(plain_rounds) - rows_s[0])
-    if shape == 2 and deep_rounds:
-        # Every step is the same two-row batch, the last round's tokens included: nothing to
-        # catch up. What a deep round costs beyond its verify pass and a plain round's
-        # overhead (the steps, reading their rows, the longer walk) is priced per step.
+    if overlaps and max_depth > 1 and all(rounds_at.values()):
+        # Every step is one row; once a round, the last draft's decode runs beside the verify and
+        # slows it, priced as the round's catch-up.
+        step_s, catch_up = price_steps(rounds_at, rows_s, overhead, step_s)
+    elif (shape == 2 or overlaps) and deep_rounds:
+        # Every step is the same batch (two rows, or one with the last draft taken in during the
+        # verify): nothing to catch up. What a deep round costs beyond its verify pass and a
+        # plain round's overhead (the steps, reading their rows, the longer walk, a verify
+        # beside the drafter's decode) is priced per step.
         step_s = max(step_s, (statistics.median(deep_rounds) - rows_s[max_depth] - overhead) / max_depth)
         catch_up = 0.0
     return BoxProfile(
@@ -224,6 +240,23 @@ def measure(
         drafter_catch_up_s=catch_up,
         rollback_s=rollback_s,
     )
+
+
+def price_steps(
+    rounds_at: dict[int, list[float]], rows_s: list[float], overhead_s: float, least_step_s: float
+) -> tuple[float, float]:
+    """A draft model's step and its catch-up per round, from whole rounds at two depths.
+
+    What a round at depth k costs beyond its verify pass and a plain round's rest is taken as
+    catch-up + k x step, the line through the shallowest and the deepest depth's median
+    rounds: both are priced as measured, and the depths between on the line. (A least-squares
+    line through every depth was tried on an H200: rounds grow a little faster than linearly
+    with depth there, so its intercept went below zero and depth 1 was priced 6-8% cheap.) The
+    step is at least `least_step_s` (a bare step, timed alone); the catch-up is never negative."""
+    low, high = min(rounds_at), max(rounds_at)
+    beyond = {k: statistics.median(rounds_at[k]) - rows_s[k] - overhead_s for k in (low, high)}
+    step_s = max(least_step_s, (beyond[high] - beyond[low]) / (high - low))
+    return step_s, max(0.0, beyond[low] - low * step_s)
 
 
 def save_profile(profile: BoxProfile) -> Path:

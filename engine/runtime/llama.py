@@ -213,6 +213,18 @@ class Context:
         With all_logits every row has logits (a verify pass), else only the last.
         The returned array is valid until the next decode.
         """
+        logits = self._decode(tokens, all_logits, read=True)
+        assert logits is not None
+        return logits
+
+    def feed(self, tokens: list[int]) -> None:
+        """Decode tokens at the next positions without waiting for them: on a GPU the host goes on
+        while the device computes, and this context's next decode follows on the device. The
+        batch asks for its last row as `decode` does, so it has decode's shape (and reuses its
+        graph); nothing reads that row, and the next decode overwrites it."""
+        self._decode(tokens, all_logits=False, read=False)
+
+    def _decode(self, tokens: list[int], all_logits: bool, read: bool) -> np.ndarray | None:
         n = len(tokens)
         if n == 0:
             raise ValueError("nothing to decode")
@@ -258,23 +270,25 @@ class Context:
                     )
                 raise RuntimeFailure(f"llama.cpp failed to decode a batch of {m} tokens (code {rc}).")
             self.tokens.extend(chunk)
-            side_s = 0.0
-            if last_chunk:
+            if not read and self.side is not None:  # a side job's decode: its own context counts it
+                self.side.llama_s += time.perf_counter() - t0
+            exposed = side_llama = 0.0  # the side work's own time that no decode hid; its decodes' time
+            if last_chunk and read:
                 if self.side is not None:
-                    s0 = time.perf_counter()
+                    s0, l0 = time.perf_counter(), self.side.llama_s
                     if self.side.run():
-                        side_s = time.perf_counter() - s0
+                        side_llama = self.side.llama_s - l0
+                        exposed = time.perf_counter() - s0 - side_llama
                 w0 = time.perf_counter()
                 rows = m if all_logits else 1  # reading them waits for the device
                 logits = self._sampled_view(rows, m) if self._chain is not None else self._logits_view()[:rows]
-                if side_s and self.options.on_gpu and time.perf_counter() - w0 > DEVICE_BUSY_S:
-                    side_s = 0.0  # the device was still busy: the side work cost nothing
-            self.decode_s += time.perf_counter() - t0 - side_s
-            self.side_exposed_s += side_s
+                if exposed and self.options.on_gpu and time.perf_counter() - w0 > DEVICE_BUSY_S:
+                    exposed = 0.0  # the device was still busy: the side work cost nothing
+            self.decode_s += time.perf_counter() - t0 - side_llama - exposed
+            self.side_exposed_s += exposed
             if self._observers and not self._paused:
                 self._tell_observers(chunk, past)
             start += m
-        assert logits is not None
         return logits
 
     def _logits_view(self) -> np.ndarray:

@@ -88,6 +88,12 @@ def offloads_to_gpu() -> bool:
     return bool(llama.llama_supports_gpu_offload())
 
 
+@functools.cache
+def offloads_to_cuda() -> bool:
+    """Whether the GPU this llama.cpp build runs layers on is NVIDIA's, through CUDA."""
+    return offloads_to_gpu() and "CUDA" in llama.llama_print_system_info().decode(errors="replace")
+
+
 def default_threads() -> int:
     """Threads for decoding: every core up to 8 (past that, memory bandwidth rules)."""
     return max(1, min(os.cpu_count() or 1, 8))
@@ -113,6 +119,13 @@ class RuntimeOptions:
     # graphs and Metal's pipelines are reused only for a shape seen before, and rows cost
     # little there. None: so on a GPU, not on a CPU (where a second row costs a whole pass).
     steady_draft_shape: bool | None = None
+    # The draft model takes in its round's last draft while the target verifies the round: its
+    # decode is launched beside the verify (another context, so another CUDA stream), so every
+    # step of the next round is a one-row batch with nothing left to catch up, and one CUDA
+    # graph serves them all. None: so on CUDA, where it was measured; not on a CPU, where the
+    # two decodes take turns and the step is wasted wherever that draft is rejected, nor yet on
+    # Metal, where the steady two-row step stays until it is measured there.
+    overlap_drafter: bool | None = None
     # Compute the probabilities the events report while the next decode runs on the device
     # (engine.runtime.side), each round's events then going out after the next round's first
     # decode. None: so on a GPU; on a CPU a decode leaves nothing to overlap with.
@@ -131,6 +144,11 @@ class RuntimeOptions:
     @property
     def steady_draft(self) -> bool:
         return self.on_gpu if self.steady_draft_shape is None else self.steady_draft_shape
+
+    @property
+    def drafter_overlaps(self) -> bool:
+        on_cuda = self.gpu_layers != 0 and offloads_to_cuda()
+        return on_cuda if self.overlap_drafter is None else self.overlap_drafter
 
     @property
     def overlap(self) -> bool:

@@ -36,6 +36,9 @@ class SideWork:
 
     def __init__(self) -> None:
         self._jobs: deque[Job] = deque()
+        # Time inside llama.cpp in the jobs' own decodes (a draft model's, Context.feed), which
+        # their context counts: the decode whose gap ran them leaves it out of its own.
+        self.llama_s = 0.0
 
     def add(self, fn: Callable[[], Any], reads: object = None) -> Job:
         job = Job(fn, reads)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engine.measure.costmodel import BoxProfile
 from engine.measure.profile import load_profile, measure, profile_key, save_profile
 from engine.runtime import RuntimeOptions
@@ -37,3 +39,40 @@ def test_a_real_measurement(engine, tmp_path, monkeypatch):
     assert len(profile.acceptance_prior) == 2 and all(0 <= a <= 1 for a in profile.acceptance_prior)
     assert steps[0] == "timing target passes of 1 to 3 rows" and steps[-1].startswith("calibrating")
     assert "rows  target pass" in profile.table()
+
+
+def test_an_overlapping_drafter_is_priced_from_rounds_at_two_depths(engine, tmp_path, monkeypatch):
+    """Its last draft's decode runs beside each verify: a cost per round, apart from the cost per step,
+    from whole rounds at two depths."""
+    from dataclasses import replace
+
+    import engine.measure.profile as profile_module
+
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
+    options = replace(engine.options, overlap_drafter=True)
+    assert profile_key(engine.target.path, engine.drafter.model.path, options) != profile_key(
+        engine.target.path, engine.drafter.model.path, engine.options
+    )
+    depths, generate = [], profile_module.generate
+
+    def recording(ctx, drafter, policy, *args, **kw):
+        depths.append((policy.choose(), drafter is not None and drafter.overlaps))
+        return generate(ctx, drafter, policy, *args, **kw)
+
+    monkeypatch.setattr(profile_module, "generate", recording)
+    profile = measure(engine.target, engine.drafter.model, options, max_depth=3, repeats=2)
+    # the calibration replies at depth 3, a plain one, and one at depth 1, the drafter overlapping
+    assert depths == [(3, True), (3, True), (0, False), (1, True)]
+    assert profile.drafter_step_s > 0 and profile.drafter_catch_up_s >= 0
+
+
+def test_steps_are_priced_by_the_line_through_two_depths():
+    from engine.measure.profile import price_steps
+
+    rows = [0.004, 0.0045, 0.0054, 0.0063, 0.0072]
+    # rounds of 0.3 ms catch-up, 1.5 ms a step and 0.2 ms of rest around their verify passes
+    rounds = {k: [rows[k] + 0.0002 + 0.0003 + k * 0.0015 + noise for noise in (0.0, 0.0001, 0.002)] for k in (1, 4)}
+    step, catch_up = price_steps(rounds, rows, 0.0002, 0.001)
+    assert step == pytest.approx(0.0015) and catch_up == pytest.approx(0.0003 + 0.0001)  # medians: the noise's middle
+    # never below a bare step, never a negative catch-up
+    assert price_steps(rounds, rows, 0.0002, 0.003) == (0.003, 0.0)

@@ -1,0 +1,116 @@
+"""A draft model that takes in its round's last draft while the target verifies the round.
+
+On a GPU (RuntimeOptions.overlap_drafter) the drafter's decode of its last draft is launched
+right after the verify's, beside it on the device, so every step of the next round is one row:
+no two-row catch-up after a round whose drafts were all kept, one graph for every step. Here
+it is forced on: the drafts, tokens and probabilities must be the usual drafter's, and every
+drafter batch after the first round's must be one row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from engine import GenerationConfig, Model, ModelDrafter, RoundEvent, RuntimeOptions, TokenEvent
+from engine.drafting.model import step_plan
+from engine.runtime import Context
+
+N_TOKENS = 40
+
+
+@pytest.fixture(scope="module")
+def overlapping(engine):
+    options = replace(engine.options, overlap_drafter=True)
+    drafter = ModelDrafter(Model(engine.drafter.model.path, options), options)
+    yield drafter
+    drafter.close()
+    drafter.model.close()
+
+
+def reply(engine, prompt, depth: int, drafter=None, **kw) -> tuple[list, list[int]]:
+    """A reply's events, and the rows of every batch the drafter decoded after its prefill."""
+    saved = engine.drafter
+    if drafter is not None:
+        engine.swap_drafter(drafter)
+    batches: list[int] = []
+
+    def seen(tokens: list[int], start: int, _hidden) -> None:
+        if start >= len(prompt) - 1:  # not the prompt's own (the prefill)
+            batches.append(len(tokens))
+
+    stop = engine.drafter.ctx.observe_batches(seen, hidden_states=False)
+    try:
+        config = GenerationConfig(max_tokens=N_TOKENS, depth=depth, ignore_eog=True, **kw)
+        events = list(engine.stream(prompt, config))
+    finally:
+        stop()
+        engine.swap_drafter(saved)
+    return events, batches
+
+
+def test_the_plan_follows_the_options_and_the_model():
+    gpu_like = RuntimeOptions(overlap_drafter=True, steady_draft_shape=True)
+    assert step_plan(gpu_like, has_state=False) == (True, 1)
+    assert step_plan(gpu_like, has_state=True) == (False, 1)  # a rejected last draft would replay its state
+    assert step_plan(replace(gpu_like, overlap_drafter=False), has_state=False) == (False, 2)
+    assert step_plan(RuntimeOptions(overlap_drafter=False, steady_draft_shape=False), has_state=False) == (False, 1)
+
+
+def test_this_cpu_does_not_overlap_by_default(engine):
+    assert not engine.options.drafter_overlaps and not engine.drafter.overlaps and engine.drafter.shape == 1
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_the_overlapping_drafter_drafts_and_writes_what_the_usual_one_does(engine, prompts, overlapping, depth):
+    usual, usual_batches = reply(engine, prompts["code"], depth)
+    events, batches = reply(engine, prompts["code"], depth, overlapping)
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    assert tokens == [e for e in usual if isinstance(e, TokenEvent)]  # ids, provenance, probabilities
+    rounds = [e for e in events if isinstance(e, RoundEvent) and e.drafted]
+    assert [e.draft_tokens for e in rounds] == [
+        e.draft_tokens for e in usual if isinstance(e, RoundEvent) and e.drafted
+    ]
+    # Both ways through a round were taken: every draft kept (the bonus follows the last
+    # draft, already in the drafter's cache) and a draft refused (the cache is cut back).
+    assert any(e.accepted == e.drafted for e in rounds) and any(e.accepted < e.drafted for e in rounds)
+    # The first round catches up on the prompt's last token and the first reply token; every
+    # batch after it is one row. The usual drafter catches up with two rows after every round
+    # whose drafts were all kept.
+    assert batches[0] == 2 and set(batches[1:]) == {1}
+    kept_all = sum(e.accepted == e.drafted for e in rounds[:-1])  # the last round has no next
+    assert usual_batches.count(2) == 1 + kept_all and set(usual_batches) == {1, 2}
+    # One decode more a round (the last draft's, during the verify); in rows, one more for each
+    # round that refused a draft (its last draft, decoded and cut back) and for the last round.
+    assert len(batches) == len(usual_batches) + len(rounds)
+    assert sum(batches) == sum(usual_batches) + (len(rounds) - 1 - kept_all) + 1
+
+
+def test_a_sampled_reply_draws_the_same_tokens(engine, prompts, overlapping):
+    from engine import SamplingConfig
+
+    sampling = SamplingConfig(temperature=0.8, seed=7)
+    usual, _ = reply(engine, prompts["prose"], 3, sampling=sampling)
+    events, batches = reply(engine, prompts["prose"], 3, overlapping, sampling=sampling)
+    assert [e for e in events if isinstance(e, TokenEvent)] == [e for e in usual if isinstance(e, TokenEvent)]
+    assert set(batches[1:]) == {1}
+
+
+def test_a_fed_batch_leaves_the_cache_as_a_decoded_one(engine, prompts):
+    """feed() decodes without reading the result; the next decode's row is the same, bit for bit."""
+    prompt = prompts["code"]
+    fed, decoded = (Context(engine.drafter.model, engine.options) for _ in range(2))
+    try:
+        for ctx in (fed, decoded):
+            ctx.decode(prompt, all_logits=False)
+        fed.feed([prompt[-1]])
+        decoded.decode([prompt[-1]], all_logits=False)
+        assert fed.tokens == decoded.tokens == [*prompt, prompt[-1]]
+        after_feed = fed.decode([prompt[0]], all_logits=False)[-1].copy()
+        after_decode = decoded.decode([prompt[0]], all_logits=False)[-1]
+        assert np.array_equal(after_feed, after_decode)
+    finally:
+        fed.close()
+        decoded.close()
