@@ -35,8 +35,8 @@ class Outbox:
         if self.round is not None:
             index, r = self.round
             assert r.pending is not None
-            for pos, p in enumerate(r.pending.result()):
-                self.late[(index, pos)] = p
+            for pos, job in enumerate(r.pending):
+                self.late[(index, pos)] = job.result()
             self.round = None
         out, self.events = [self._filled(e) for e in self.events], []
         return out

@@ -9,6 +9,7 @@ The reply's first token is round 0: the same walk over the prompt's own last row
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -98,7 +99,7 @@ class Round:
     confidence: tuple[float, ...] = ()  # the drafter's top probability at each drafted position
     # The target's probabilities of the emitted tokens, when they are left to side work (the
     # next decode's wait on an accelerator); `emitted` has NaN in their place until then.
-    pending: Job | None = None
+    pending: list[Job] | None = None
 
 
 def speculative_round(
@@ -149,7 +150,10 @@ def speculative_round(
             kept, reads = kept.copy(), None  # which reuses the buffer these rows are in
         else:  # read in place during the drafter's next step; at the latest before the target decodes
             reads = target
-        pending = side.add(lambda: [softmax_at(row, t) for row, t in zip(kept, chosen)], reads)
+        # a job a row, each free to wait for a later gap: the drafter's steps are short
+        pending = [
+            side.add(functools.partial(softmax_at, row, t), reads, may_wait=True) for row, t in zip(kept, chosen)
+        ]
     t3 = time.perf_counter()
     # Both caches keep history and the accepted drafts; the target's own token is the new
     # "last", decoded at the start of the next round.

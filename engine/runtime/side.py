@@ -3,11 +3,13 @@
 llama_decode returns once a GPU has the batch; the logits are waited for only when read.
 Work queued here runs in that gap (after the launch, before the read): the probabilities the
 events report, which greedy decoding itself never needs. On a CPU a decode finishes before
-it returns, and the same work simply runs after it.
+it returns, and the same work simply runs after it. Work that may wait is put off to a later
+gap once the device is expected to be done: past that, the host would make the round wait.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -16,15 +18,19 @@ from typing import Any
 class Job:
     """One piece of queued work; its result is computed once, in the gap or when first asked for."""
 
-    def __init__(self, fn: Callable[[], Any], reads: object = None) -> None:
+    def __init__(self, fn: Callable[[], Any], reads: object = None, may_wait: bool = False) -> None:
         self._fn: Callable[[], Any] | None = fn
         self._value: Any = None
         self.reads = reads  # a context whose logits the job reads in place: it runs before that one decodes
+        self.may_wait = may_wait  # may go to a later gap when this one is spent (SideWork.run's budget)
 
-    def run(self) -> None:
-        if self._fn is not None:
-            fn, self._fn = self._fn, None
-            self._value = fn()
+    def run(self) -> bool:
+        """Do the work, unless it was done; whether it was done now."""
+        if self._fn is None:
+            return False
+        fn, self._fn = self._fn, None
+        self._value = fn()
+        return True
 
     def result(self) -> Any:
         self.run()
@@ -40,16 +46,23 @@ class SideWork:
         # their context counts: the decode whose gap ran them leaves it out of its own.
         self.llama_s = 0.0
 
-    def add(self, fn: Callable[[], Any], reads: object = None) -> Job:
-        job = Job(fn, reads)
+    def add(self, fn: Callable[[], Any], reads: object = None, may_wait: bool = False) -> Job:
+        job = Job(fn, reads, may_wait)
         self._jobs.append(job)
         return job
 
-    def run(self) -> bool:
-        """Run every queued job; whether there was any."""
-        ran = bool(self._jobs)
+    def run(self, budget_s: float | None = None) -> bool:
+        """Run the queued jobs, in order; one that may wait starts only within `budget_s` of the
+        call (the time the device is expected to stay busy; None: no limit), else it stays queued
+        for a later gap. Whether any job ran."""
+        ran, kept, t0 = False, deque(), time.perf_counter()
         while self._jobs:
-            self._jobs.popleft().run()
+            job = self._jobs.popleft()
+            if job.may_wait and budget_s is not None and time.perf_counter() - t0 >= budget_s:
+                kept.append(job)
+            else:
+                ran = job.run() or ran  # a job asked for early (Job.result) has nothing left to do
+        self._jobs.extend(kept)
         return ran
 
     def run_reading(self, ctx: object) -> None:

@@ -140,3 +140,35 @@ def test_a_context_runs_side_work_inside_its_decode(engine, prompts):
     assert job.result() == "done" and seen == [len(prompts["code"])]  # a job runs once
     assert not side.run()  # nothing left
     engine.forget()
+
+
+def test_work_that_may_wait_waits_for_a_later_gap_or_for_its_reader():
+    ctx = object()
+    side, order = SideWork(), []
+    early = side.add(lambda: order.append("early") or 1, may_wait=True)
+    side.add(lambda: order.append("now"))
+    side.add(lambda: order.append("reads ctx"), reads=ctx, may_wait=True)
+    assert side.run(budget_s=0.0) and order == ["now"]  # a spent gap: only what cannot wait
+    side.run_reading(ctx)  # ctx is about to decode over the logits that job reads
+    assert order == ["now", "reads ctx"]
+    assert early.result() == 1 and order == ["now", "reads ctx", "early"]
+    assert not side.run()
+    side.add(lambda: order.append("late"), may_wait=True)
+    assert side.run() and order[-1] == "late"  # no budget: everything
+
+
+@pytest.mark.parametrize("depth", [0, 2])
+def test_probabilities_put_off_to_later_gaps_are_the_same(engine, prompts, depth, monkeypatch):
+    """With no time left in any gap, each target probability is computed when its row is about to
+    be overwritten, or when its round's events go out: the very same values."""
+    eager = collect(engine, prompts["code"], False, depth=depth)
+    run, waiting = SideWork.run, []
+
+    def spent(self, budget_s=None):
+        waiting.append(sum(job.may_wait for job in self._jobs))
+        return run(self, 0.0)
+
+    monkeypatch.setattr(SideWork, "run", spent)
+    late = collect(engine, prompts["code"], True, depth=depth)
+    assert_same_events(eager, late)
+    assert max(waiting) >= 1  # a gap found probabilities waiting, and left them
