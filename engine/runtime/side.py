@@ -52,17 +52,19 @@ class SideWork:
         return job
 
     def run(self, budget_s: float | None = None) -> bool:
-        """Run the queued jobs, in order; one that may wait starts only within `budget_s` of the
-        call (the time the device is expected to stay busy; None: no limit), else it stays queued
-        for a later gap. Whether any job ran."""
-        ran, kept, t0 = False, deque(), time.perf_counter()
-        while self._jobs:
-            job = self._jobs.popleft()
+        """Run the queued jobs: first, in order, those that cannot wait (a draft model's decode to
+        go out beside the verify, the copy it must not overwrite); then, in order, those that may,
+        each started only within `budget_s` of the call (the time the device is expected to stay
+        busy; None: no limit), the rest staying queued for a later gap. Whether any job ran."""
+        t0 = time.perf_counter()
+        ran = False
+        for job in [j for j in self._jobs if not j.may_wait] + [j for j in self._jobs if j.may_wait]:
+            if job not in self._jobs:  # run meanwhile, by a decode's run_reading
+                continue
             if job.may_wait and budget_s is not None and time.perf_counter() - t0 >= budget_s:
-                kept.append(job)
-            else:
-                ran = job.run() or ran  # a job asked for early (Job.result) has nothing left to do
-        self._jobs.extend(kept)
+                break  # what is left may wait
+            self._jobs.remove(job)
+            ran = job.run() or ran  # a job asked for early (Job.result) has nothing left to do
         return ran
 
     def run_reading(self, ctx: object) -> None:

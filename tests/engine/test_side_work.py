@@ -148,13 +148,14 @@ def test_work_that_may_wait_waits_for_a_later_gap_or_for_its_reader():
     early = side.add(lambda: order.append("early") or 1, may_wait=True)
     side.add(lambda: order.append("now"))
     side.add(lambda: order.append("reads ctx"), reads=ctx, may_wait=True)
-    assert side.run(budget_s=0.0) and order == ["now"]  # a spent gap: only what cannot wait
+    assert side.run(budget_s=0.0) and order == ["now"]  # a spent gap: only what cannot wait, first
     side.run_reading(ctx)  # ctx is about to decode over the logits that job reads
     assert order == ["now", "reads ctx"]
     assert early.result() == 1 and order == ["now", "reads ctx", "early"]
-    assert not side.run()
-    side.add(lambda: order.append("late"), may_wait=True)
-    assert side.run() and order[-1] == "late"  # no budget: everything
+    assert not side.run()  # asked for early: nothing left to do
+    side.add(lambda: order.append("waits"), may_wait=True)
+    side.add(lambda: order.append("feeds"))
+    assert side.run() and order[-2:] == ["feeds", "waits"]  # no budget: everything, what cannot wait first
 
 
 @pytest.mark.parametrize("depth", [0, 2])

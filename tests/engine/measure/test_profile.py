@@ -59,11 +59,20 @@ def test_an_overlapping_drafter_is_priced_from_rounds_at_two_depths(engine, tmp_
         depths.append((policy.choose(), drafter is not None and drafter.overlaps))
         return generate(ctx, drafter, policy, *args, **kw)
 
+    priced, price_steps = [], profile_module.price_steps
+
+    def pricing(rounds_at, *args):
+        priced.append((sorted(rounds_at), price_steps(rounds_at, *args)))
+        return priced[-1][1]
+
     monkeypatch.setattr(profile_module, "generate", recording)
+    monkeypatch.setattr(profile_module, "price_steps", pricing)
     profile = measure(engine.target, engine.drafter.model, options, max_depth=3, repeats=2)
     # the calibration replies at depth 3, a plain one, and one at depth 1, the drafter overlapping
     assert depths == [(3, True), (3, True), (0, False), (1, True)]
-    assert profile.drafter_step_s > 0 and profile.drafter_catch_up_s >= 0
+    # priced from the rounds at depths 1 and 3: the step and catch-up the profile keeps
+    assert [at for at, _ in priced] == [[1, 3]]
+    assert (profile.drafter_step_s, profile.drafter_catch_up_s) == priced[0][1]
 
 
 def test_steps_are_priced_by_the_line_through_two_depths():
