@@ -1,6 +1,6 @@
 #!/bin/bash
 # On a CUDA machine, from the project root, after benchmarks/gpu/make_kit.sh made .gpu-kit/ here:
-#   bash benchmarks/gpu/run.sh PHASES       PHASES: comma list of build,models,load,exact,rows,steps,ours,tuner,ruler
+#   bash benchmarks/gpu/run.sh PHASES       PHASES: comma list of build,models,load,exact,rows,steps,ours,tuner,ruler,pack
 # build: stock llama.cpp with CUDA from the pinned source into /tmp/llb (about 5 minutes on 16 cores; reused
 # while the machine stays up); models: zero-weight copies of the default pair and of a 7B-class target, token 0
 # every model's greedy choice; rows: llama-bench's row costs; ours: our engine alone, c against c_floor and
@@ -22,6 +22,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=c
 
 if want build 0; then
   TARGETS=${BUILD_TARGETS:-llama-server llama-bench}  # the ruler needs llama-server; rows, llama-bench
+  if [ ! -d $B/bin ] && ls "$KIT"/build/llb.txz.* > /dev/null 2>&1; then  # a build an earlier call packed
+    mkdir -p $B/bin && cat "$KIT"/build/llb.txz.* | xz -dc | tar xf - -C $B/bin && log "build: unpacked from the kit"
+  fi
   if (cd $B/bin 2> /dev/null && ls $TARGETS > /dev/null 2>&1); then log "build: reusing $B"; else
     rm -rf $SRC && mkdir -p $SRC && tar xJf "$KIT/llama.cpp-src.tar.xz" -C $SRC
     cmake -S $SRC/src -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_CUDA=ON \
@@ -37,7 +40,8 @@ fi
 if want models 30; then
   mkdir -p $M
   for n in target drafter target7b; do
-    python3 "$HERE/patch_models.py" "$KIT/hdr/$n.hdr" "$(cat "$KIT/hdr/$n.size")" $M/$n.gguf | tee -a "$OUT/run.log"
+    xz -dc "$KIT/hdr/$n.hdr.xz" > $M/$n.hdr
+    python3 "$HERE/patch_models.py" $M/$n.hdr "$(cat "$KIT/hdr/$n.size")" $M/$n.gguf | tee -a "$OUT/run.log"
   done
 fi
 
@@ -82,5 +86,9 @@ if want ruler 60; then
   for pair in small 7b; do
     timeout $(( $(left) - 5 )) python3 "$HERE/measure.py" ruler $pair /tmp/ruler-$pair ${RULER_ARGS:-} 2>> "$OUT/ruler.err" | tee -a "$OUT/ruler.md"
   done
+fi
+if want pack 30; then  # the build, for .gpu-kit/build/ here: a later call (a fresh machine) skips the build
+  (cd $B/bin && tar cf - $(ls | grep -E '\.so|^llama-(bench|server)$') | xz -T0 -2 | split -b 15M - "$OUT/llb.txz.")
+  log "pack: $(ls "$OUT"/llb.txz.* | wc -l) pieces in $OUT; copy them to .gpu-kit/build/"
 fi
 log "end"
