@@ -72,12 +72,11 @@ def test_draft_probabilities_after_a_late_copy_equal_the_eager_ones():
 
 
 def test_a_late_probability_is_set_on_the_event_itself():
-    class Pending:
-        def result(self):
-            return [0.25]
+    from engine.runtime.side import Job
 
     class Round:
-        pending = Pending()
+        def __init__(self) -> None:
+            self.pending = [Job(lambda: 0.25, may_wait=True)]  # a job a token: its target probability
 
     event = TokenEvent(token_id=5, text="a", kind=TokenKind.PLAIN, round_index=3, position=0, target_prob=math.nan)
     outbox = Outbox()
