@@ -19,15 +19,7 @@ import numpy as np
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
-from engine.runtime.side import SideWork
-
-# On a GPU, a wait for logits longer than this means the device was still computing: the
-# side work done before it was hidden under the decode. (On a CPU the decode has finished
-# when it returns, and reading its logits alone takes tens of microseconds.)
-DEVICE_BUSY_S = 50e-6
-# The share of a decode's expected device time that side work which may wait is started in:
-# the rest is the margin for the job under way when it runs out.
-SIDE_WORK_SHARE = 0.75
+from engine.runtime.side import BusyTimes, SideWork
 
 # (tokens, position of the first, the model's hidden state per token, [len(tokens), n_embd], or None)
 BatchObserver = Callable[[list[int], int, "np.ndarray | None"], None]
@@ -97,9 +89,7 @@ class Context:
         # the time it took that no decode hid (it counts as the engine's own, not llama.cpp's).
         self.side: SideWork | None = None
         self.side_exposed_s = 0.0
-        # On a GPU, how long the device computes after a decode's launch, per batch size (a
-        # running mean of the decodes whose logits were waited for): side work's budget.
-        self._busy_s: dict[int, float] = {}
+        self._busy = BusyTimes()  # on a GPU, how long a decode keeps the device busy: side work's budget
         self.rewinds_replayed = 0  # rewinds past the snapshots, done by decoding the kept tokens again
         # Drafters that read the target's hidden states (an MTP head): every decoded batch.
         self._observers: list[tuple[BatchObserver, bool]] = []  # and whether it wants hidden states
@@ -281,23 +271,18 @@ class Context:
             exposed = side_llama = 0.0  # the side work's own time that no decode hid; its decodes' time
             if last_chunk and read:
                 launched = time.perf_counter()
+                on_gpu = self.options.on_gpu
                 if self.side is not None:
                     l0 = self.side.llama_s
-                    busy = self._busy_s.get(m) if self.options.on_gpu else None
-                    if self.side.run(None if busy is None else SIDE_WORK_SHARE * busy):
+                    if self.side.run(self._busy.budget(m) if on_gpu else None):
                         side_llama = self.side.llama_s - l0
                         exposed = time.perf_counter() - launched - side_llama
                 w0 = time.perf_counter()
                 rows = m if all_logits else 1  # reading them waits for the device
                 logits = self._sampled_view(rows, m) if self._chain is not None else self._logits_view()[:rows]
-                if self.options.on_gpu:
-                    done = time.perf_counter()
-                    if done - w0 > DEVICE_BUSY_S:  # the device was still busy: the side work cost nothing
-                        exposed = 0.0
-                        seen = done - launched
-                        self._busy_s[m] = seen if m not in self._busy_s else 0.75 * self._busy_s[m] + 0.25 * seen
-                    elif m in self._busy_s:  # done before the side work was: less than that
-                        self._busy_s[m] = min(self._busy_s[m], w0 - launched)
+                done = time.perf_counter()
+                if on_gpu and self._busy.saw(m, done - launched, done - w0):
+                    exposed = 0.0  # the device was still busy: the side work cost nothing
             self.decode_s += time.perf_counter() - t0 - side_llama - exposed
             self.side_exposed_s += exposed
             if self._observers and not self._paused:

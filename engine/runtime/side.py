@@ -14,6 +14,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+# On a GPU, a wait for logits longer than this means the device was still computing: the
+# side work done before it was hidden under the decode. (On a CPU the decode has finished
+# when it returns, and reading its logits alone takes tens of microseconds.)
+DEVICE_BUSY_S = 50e-6
+# The share of a decode's expected device time that side work which may wait is started in:
+# the rest is the margin for the job under way when it runs out.
+SIDE_WORK_SHARE = 0.75
+
 
 class Job:
     """One piece of queued work; its result is computed once, in the gap or when first asked for."""
@@ -56,6 +64,8 @@ class SideWork:
         go out beside the verify, the copy it must not overwrite); then, in order, those that may,
         each started only within `budget_s` of the call (the time the device is expected to stay
         busy; None: no limit), the rest staying queued for a later gap. Whether any job ran."""
+        if not self._jobs:
+            return False
         t0 = time.perf_counter()
         ran = False
         for job in [j for j in self._jobs if not j.may_wait] + [j for j in self._jobs if j.may_wait]:
@@ -73,3 +83,28 @@ class SideWork:
             for job in [j for j in self._jobs if j.reads is ctx]:
                 self._jobs.remove(job)
                 job.run()
+
+
+class BusyTimes:
+    """How long one context's device computes after a decode's launch, per batch size: a running
+    mean of the decodes whose logits were waited for. Side work that may wait gets a share of it."""
+
+    def __init__(self) -> None:
+        self._s: dict[int, float] = {}
+
+    def budget(self, rows: int) -> float | None:
+        """The time side work that may wait is started in, in a decode of `rows`; None: not known yet."""
+        seen = self._s.get(rows)
+        return None if seen is None else SIDE_WORK_SHARE * seen
+
+    def saw(self, rows: int, after_launch: float, waited: float) -> bool:
+        """A decode of `rows` whose logits were in hand `after_launch` seconds after its launch, the
+        last `waited` of them spent waiting for them. Whether the device was still busy when the
+        wait began (then the side work before it cost nothing)."""
+        if waited > DEVICE_BUSY_S:
+            old = self._s.get(rows)
+            self._s[rows] = after_launch if old is None else 0.75 * old + 0.25 * after_launch
+            return True
+        if rows in self._s:  # done before the side work was: it computed for less than that
+            self._s[rows] = min(self._s[rows], after_launch - waited)
+        return False

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from engine import GenerationConfig, RoundEvent, RunStats, TokenEvent
-from engine.runtime.side import SideWork
+from engine.runtime.side import DEVICE_BUSY_S, SIDE_WORK_SHARE, BusyTimes, SideWork
 
 N_TOKENS = 40
 
@@ -173,3 +173,16 @@ def test_probabilities_put_off_to_later_gaps_are_the_same(engine, prompts, depth
     late = collect(engine, prompts["code"], True, depth=depth)
     assert_same_events(eager, late)
     assert max(waiting) >= 1  # a gap found probabilities waiting, and left them
+
+
+def test_a_gap_is_budgeted_by_how_long_its_decodes_kept_the_device_busy():
+    busy = BusyTimes()
+    assert busy.budget(2) is None  # nothing seen yet: no limit
+    assert busy.saw(2, after_launch=0.004, waited=0.001)  # waited for the logits: busy 4 ms
+    assert busy.budget(2) == pytest.approx(SIDE_WORK_SHARE * 0.004)
+    assert busy.saw(2, after_launch=0.008, waited=0.002)  # a running mean
+    assert busy.budget(2) == pytest.approx(SIDE_WORK_SHARE * (0.75 * 0.004 + 0.25 * 0.008))
+    # the logits were ready when the side work ended, 2 ms in: the device took no longer than that
+    assert not busy.saw(2, after_launch=0.002 + DEVICE_BUSY_S / 2, waited=DEVICE_BUSY_S / 2)
+    assert busy.budget(2) == pytest.approx(SIDE_WORK_SHARE * 0.002)
+    assert busy.budget(1) is None and not busy.saw(1, 0.001, 0.0) and busy.budget(1) is None  # sizes apart
