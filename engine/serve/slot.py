@@ -66,7 +66,6 @@ class Slot:
         stop = threading.Event()
 
         def work() -> None:
-            last = None
             pending: list = []
             try:
                 for last in reply(stop.is_set):
@@ -74,14 +73,15 @@ class Slot:
                     # A round's tokens travel with their round: one wake-up of the event loop a
                     # round, not one an event, which on a small box takes cores from the decode.
                     if not isinstance(last, TokenEvent):
+                        if isinstance(last, RunStats) and last.finish_reason is FinishReason.CANCELLED:
+                            loop.call_soon_threadsafe(self._count_cancelled)  # before the client sees the stats
                         loop.call_soon_threadsafe(events.put_nowait, pending)
                         pending = []
             except Exception as exc:  # the client reads it as a sentence; the server goes on
                 loop.call_soon_threadsafe(events.put_nowait, [*pending, exc])
                 pending = []
             finally:
-                cancelled = isinstance(last, RunStats) and last.finish_reason is FinishReason.CANCELLED
-                loop.call_soon_threadsafe(self._release, cancelled)
+                loop.call_soon_threadsafe(self._release)
                 loop.call_soon_threadsafe(events.put_nowait, [*pending, _END])
 
         self.counters.replies += 1
@@ -95,8 +95,10 @@ class Slot:
         finally:
             stop.set()  # a client that left, or a reply that ended: either way nothing more is wanted
 
-    def _release(self, cancelled: bool) -> None:
-        self.counters.cancelled += cancelled
+    def _count_cancelled(self) -> None:
+        self.counters.cancelled += 1
+
+    def _release(self) -> None:
         self.busy = False
         if self._free is not None:
             self._free.set()
