@@ -100,6 +100,9 @@ class RoundEvent:
     # Round 0 of a reply: its one token came from the prompt's own pass (the prefill), as in
     # llama.cpp; it took no decode time and drafted nothing.
     from_prefill: bool = False
+    # The first draft was in hand when the round began: during the last round's verify the draft
+    # model guessed the target's token and guessed right, so this round took one step fewer.
+    guessed: bool = False
 
     @property
     def total_ms(self) -> float:
@@ -121,6 +124,7 @@ class RoundEvent:
             "draft_confidence": list(self.draft_confidence),
             "depth": self.depth,
             "from_prefill": self.from_prefill,
+            "guessed": self.guessed,
         }
 
     @classmethod

@@ -90,6 +90,7 @@ def round_event(r: Round, index: int, depth: int, round_s: float, from_prefill: 
         draft_tokens=tuple(r.draft.tokens),
         draft_confidence=r.confidence,
         depth=depth,
+        guessed=r.draft.guessed,
     )
 
 

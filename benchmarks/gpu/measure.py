@@ -41,7 +41,8 @@ WHOLE = "the prefill's token and 120 decoded: whole rounds at depths 1-5"
 # every step one row (the default on a GPU); every step the last two tokens; or one row a step
 # and a two-row catch-up after a round whose drafts were all kept.
 DRAFTER_STEPS = {
-    "overlap": {"overlap_drafter": True},
+    "guess": {"overlap_drafter": True, "guess_outcome": True},
+    "overlap": {"overlap_drafter": True, "guess_outcome": False},
     "2": {"overlap_drafter": False, "steady_draft_shape": True},
     "1": {"overlap_drafter": False, "steady_draft_shape": False},
 }

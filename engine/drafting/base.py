@@ -24,6 +24,9 @@ class Draft:
     # distribution. Probabilities are computed from them only when something asks.
     rows: np.ndarray | None = None
     sampler: Sampler | None = None
+    # The first draft's row was in hand when the round began: during the last round's verify the
+    # drafter guessed the target's token, and guessed right (ModelDrafter), so it took no step.
+    guessed: bool = False
     _dists: dict[int, np.ndarray] = field(default_factory=dict)
     _parts: dict[int, tuple[float, float]] = field(default_factory=dict)  # softmax_parts per row
 

@@ -24,10 +24,16 @@ class ModelDrafter:
         self.name = model.name
         self.ctx = Context(model, options, max_rows=1)
         self.overlaps, self.shape = step_plan(options or model.options, self.ctx.has_state)
+        self.guesses = self.overlaps and (options or model.options).drafter_guesses
         self.max_depth = max_depth
         self._rows = np.empty((max_depth, model.n_vocab), dtype=np.float32)
+        # The token this drafter guessed the target would choose after the last round's drafts,
+        # and its position: decoded during the verify, its row still to be collected.
+        self._guess: tuple[int, int] | None = None
+        self.guesses_made = self.guesses_kept = 0
 
     def prefill(self, history: list[int]) -> None:
+        self._guess = None
         self.ctx.sync(history[:-1])
 
     def draft(
@@ -37,13 +43,16 @@ class ModelDrafter:
         if k <= 0:
             return Draft()
         ctx = self.ctx
-        # The cache holds a prefix of history (the round rewound it); feed the rest, the
-        # last committed token at least. With a steady shape every batch is the last two
-        # tokens: a row already cached is decoded again, to the same keys and values.
         width = self.shape
-        if ctx.n_past > len(history) - width:
-            ctx.rewind(max(0, len(history) - width))
-        logits = ctx.decode(history[ctx.n_past :], all_logits=False)
+        logits = self._guessed_row(history)
+        guessed = logits is not None
+        if logits is None:
+            # The cache holds a prefix of history (the round rewound it); feed the rest, the
+            # last committed token at least. With a steady shape every batch is the last two
+            # tokens: a row already cached is decoded again, to the same keys and values.
+            if ctx.n_past > len(history) - width:
+                ctx.rewind(max(0, len(history) - width))
+            logits = ctx.decode(history[ctx.n_past :], all_logits=False)
         rows = self._rows
         tokens: list[int] = []
         # Where the round has side work (a GPU), the last step's row is copied while the target
@@ -62,19 +71,49 @@ class ModelDrafter:
                 side.add(functools.partial(np.copyto, rows[i], logits[-1]), reads=ctx)
             if i + 1 == k and ahead is not None:  # launched right after the verify's launch
                 ahead.add(functools.partial(ctx.feed, [token]))
+                if self.guesses and sampler.greedy:
+                    ahead.add(functools.partial(self._guess_outcome, sampler, banned), last=True)
             if i + 1 < k:
                 if width > 1:
                     ctx.rewind(ctx.n_past - 1)
                 logits = ctx.decode((history[-1:] + tokens)[-width:], all_logits=False)  # no copy of history
-        return Draft(tokens, rows[: len(tokens)], sampler)
+        return Draft(tokens, rows[: len(tokens)], sampler, guessed=guessed)
+
+    def _guess_outcome(self, sampler: Sampler, banned: tuple[int, ...]) -> None:
+        """During the verify, once the last draft's decode is done: the drafter's own choice after
+        it (the target's token, if the target keeps every draft and agrees), decoded in turn."""
+        ctx = self.ctx
+        if ctx.n_past >= ctx.n_ctx:
+            return
+        row = ctx.collect()[-1]
+        tops = ctx.device_choices(banned)
+        # greedy and p_min 0: always a token
+        token = choose_draft(row, row, sampler, 0.0, banned, copy=False, top=None if tops is None else tops[-1])
+        ctx.feed([token])
+        self._guess = (ctx.n_past - 1, token)
+        self.guesses_made += 1
+
+    def _guessed_row(self, history: list[int]) -> np.ndarray | None:
+        """The row after the last round's guess where it came true (the round kept every draft and
+        the target chose the guess: the cache holds all of history); else None, the guess cut back
+        as a refused draft is."""
+        guess, self._guess = self._guess, None
+        ctx = self.ctx
+        if guess != (len(history) - 1, history[-1]) or not ctx.unread or ctx.n_past != len(history):
+            return None
+        self.guesses_kept += 1
+        return ctx.collect()
 
     def verified(self, batch: VerifyBatch) -> None:
         """Nothing to learn: the next draft feeds the committed tokens it has not seen."""
 
     def rewind(self, keep: int) -> None:
+        if self._guess is not None and self._guess[0] == keep:
+            keep += 1  # the guess, just past what the round kept: the next draft sees whether it came true
         self.ctx.rewind(keep)
 
     def reset(self) -> None:
+        self._guess = None
         self.ctx.clear()
 
     def close(self) -> None:

@@ -5,7 +5,8 @@ profile measures the second once per machine, model pair and runtime (engine.mea
 the conversation supplies the first, round by round. Expected tokens per round at depth k
 are E_k = 1 + sum_{j<=k} prod_{i<=j} a_i (a_i: acceptance at position i given i-1 was
 accepted); the round costs C_k = catch-up + k draft steps + a target pass of k+1 rows +
-overhead. The best depth has the most tokens per second, E_k / C_k, depth 0 included.
+overhead, less a step for each round that begins from a guess that came true (a draft model
+that guesses each verify's outcome: a share prod_{i<=k+1} a_i of the rounds). The best depth has the most tokens per second, E_k / C_k, depth 0 included.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from engine.depth import MAX_DEPTH
 from engine.events import RunStats
 
-PROFILE_VERSION = 6  # 5: the rollback timed, a draft model's step at the shape it runs; 6: GPU rows at a steady shape
+# 5: the rollback timed, a draft model's step at the shape it runs; 6: GPU rows at a steady shape; 7: guesses
+PROFILE_VERSION = 7
 
 
 @dataclass
@@ -42,6 +44,9 @@ class BoxProfile:
     # snapshot on a hybrid target), timed after a full verify batch. Calibrated rounds already
     # count it in overhead_s; it is kept apart to say what a rollback costs here.
     rollback_s: float = 0.0
+    # The draft model guesses each verify's outcome (RuntimeOptions.guess_outcome): a round whose
+    # round before kept every draft and whose target chose the guess takes one step fewer.
+    drafter_guesses: bool = False
     measured_at: float = field(default_factory=time.time)
     version: int = PROFILE_VERSION
 
@@ -58,10 +63,14 @@ class BoxProfile:
     def rows_in_passes(self, rows: int) -> float:
         return self.target_rows_s[rows - 1] / self.target_rows_s[0]
 
-    def round_cost_s(self, depth: int, drafter_step_s: float | None = None) -> float:
+    def round_cost_s(
+        self, depth: int, drafter_step_s: float | None = None, acceptance: list[float] | None = None
+    ) -> float:
+        """C_k in seconds; with `acceptance`, less the steps that guesses which came true save."""
         step = self.drafter_step_s if drafter_step_s is None else drafter_step_s
         catch_up = self.drafter_catch_up_s if depth and step else 0.0
-        return catch_up + depth * step + self.target_rows_s[depth] + self.overhead_s
+        steps = depth - (guessed_share(acceptance, depth) if self.drafter_guesses and depth and acceptance else 0.0)
+        return catch_up + steps * step + self.target_rows_s[depth] + self.overhead_s
 
     def table(self) -> str:
         one = self.target_rows_s[0]
@@ -72,6 +81,8 @@ class BoxProfile:
             f"drafter step {self.drafter_step_s * 1e3:.1f} ms = {self.drafter_step_s / one:.2f} of a target pass"
         )
         lines.append(f"drafter catch-up at a round's start {self.drafter_catch_up_s * 1e3:.1f} ms")
+        if self.drafter_guesses:
+            lines.append("the drafter guesses each verify's outcome: a round after a right guess takes a step fewer")
         lines.append(f"round overhead (accept walk, rewinds) {self.overhead_s * 1e3:.2f} ms")
         lines.append(f"undoing a rejected draft {self.rollback_s * 1e3:.2f} ms = {self.rollback_s / one:.3f} of a pass")
         lines.append("calibration acceptance per position: " + " ".join(f"{a:.0%}" for a in self.acceptance_prior))
@@ -123,12 +134,25 @@ def expected_tokens(acceptance: list[float], depth: int) -> float:
     return total
 
 
+def guessed_share(acceptance: list[float], depth: int) -> float:
+    """The share of rounds at `depth` that begin from a guess that came true: the round before kept
+    its drafts and the target's token was the drafter's next choice, as if one more draft had been
+    kept (the deepest position measured stands in for one past it)."""
+    share = 1.0
+    for i in range(depth + 1):
+        share *= acceptance[min(i, len(acceptance) - 1)]
+    return share
+
+
 def best_depth(
     profile: BoxProfile, acceptance: list[float], drafter_step_s: float | None = None, max_depth: int = MAX_DEPTH
 ) -> tuple[int, list[float]]:
     """The depth with the most tokens per second, and tokens/s at each depth (0..max)."""
     max_depth = min(max_depth, profile.max_depth, len(acceptance))
-    rates = [expected_tokens(acceptance, k) / profile.round_cost_s(k, drafter_step_s) for k in range(max_depth + 1)]
+    rates = [
+        expected_tokens(acceptance, k) / profile.round_cost_s(k, drafter_step_s, acceptance)
+        for k in range(max_depth + 1)
+    ]
     return max(range(len(rates)), key=rates.__getitem__), rates
 
 

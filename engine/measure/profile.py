@@ -61,6 +61,8 @@ def profile_key(target: Path, drafter: Path, options: RuntimeOptions) -> str:
     ]
     if options.drafter_overlaps:  # a draft model's steps priced as they run beside the verify
         parts.append("drafter overlaps the verify")
+    if options.drafter_guesses:
+        parts.append("drafter guesses the outcome")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -183,10 +185,10 @@ def measure(
             if isinstance(event, RoundEvent) and not event.from_prefill:
                 observed.append((event.drafted, event.accepted))
                 if event.drafted:
-                    catch_ups.append(event.draft_ms / 1e3 - event.drafted * step_s)
+                    catch_ups.append(event.draft_ms / 1e3 - (event.drafted - event.guessed) * step_s)
                 overheads.append(event.commit_ms / 1e3)
                 if event.drafted == max_depth:
-                    deep_rounds.append(event.round_ms / 1e3)
+                    deep_rounds.append((event.round_ms / 1e3, event.guessed))
         ctx.clear()
         draft_model.reset()
     # and a plain reply: what a round costs beyond its target pass when nothing is drafted
@@ -204,7 +206,7 @@ def measure(
         first_row, _ = ctx.prefill(ids)
         draft_model.prefill(ids)
         reply = generate(ctx, draft_model, FixedDepth(1), list(ids), config, prefill=Prefill(first_row=first_row))
-        rounds_at[1] = [e.round_ms / 1e3 for e in reply if isinstance(e, RoundEvent) and e.drafted == 1]
+        rounds_at[1] = [(e.round_ms / 1e3, e.guessed) for e in reply if isinstance(e, RoundEvent) and e.drafted == 1]
     draft_model.close()
     ctx.close()
     prior = conditional_acceptance(observed, max_depth)
@@ -223,7 +225,8 @@ def measure(
         # verify): nothing to catch up. What a deep round costs beyond its verify pass and a
         # plain round's overhead (the steps, reading their rows, the longer walk, a verify
         # beside the drafter's decode) is priced per step.
-        step_s = max(step_s, (statistics.median(deep_rounds) - rows_s[max_depth] - overhead) / max_depth)
+        deep = statistics.median(s for s, _ in deep_rounds)
+        step_s = max(step_s, (deep - rows_s[max_depth] - overhead) / max_depth)
         catch_up = 0.0
     return BoxProfile(
         key=profile_key(target.path, drafter.path, options),
@@ -239,24 +242,31 @@ def measure(
         acceptance_prior=prior,
         drafter_catch_up_s=catch_up,
         rollback_s=rollback_s,
+        drafter_guesses=draft_model.guesses,
     )
 
 
 def price_steps(
-    rounds_at: dict[int, list[float]], rows_s: list[float], overhead_s: float, least_step_s: float
+    rounds_at: dict[int, list[tuple[float, bool]]], rows_s: list[float], overhead_s: float, least_step_s: float
 ) -> tuple[float, float]:
-    """A draft model's step and its catch-up per round, from whole rounds at two depths.
+    """A draft model's step and its catch-up per round, from whole rounds at two depths, each
+    round's seconds and whether it began from a guess that came true (one step fewer).
 
-    What a round at depth k costs beyond its verify pass and a plain round's rest is taken as
-    catch-up + k x step, the line through the shallowest and the deepest depth's median
-    rounds: both are priced as measured, and the depths between on the line. (A least-squares
-    line through every depth was tried on an H200: rounds grow a little faster than linearly
-    with depth there, so its intercept went below zero and depth 1 was priced 6-8% cheap.) The
-    step is at least `least_step_s` (a bare step, timed alone); the catch-up is never negative."""
-    low, high = min(rounds_at), max(rounds_at)
-    beyond = {k: statistics.median(rounds_at[k]) - rows_s[k] - overhead_s for k in (low, high)}
-    step_s = max(least_step_s, (beyond[high] - beyond[low]) / (high - low))
-    return step_s, max(0.0, beyond[low] - low * step_s)
+    What a round costs beyond its verify pass and a plain round's rest is taken as catch-up +
+    steps x step, the line through the shallowest and the deepest depth's median rounds of
+    their most common kind (guessed, or not): both are priced as measured, and the depths
+    between on the line. (A least-squares line through every depth was tried on an H200: rounds
+    grow a little faster than linearly with depth there, so its intercept went below zero and
+    depth 1 was priced 6-8% cheap.) The step is at least `least_step_s` (a bare step, timed
+    alone); the catch-up is never negative."""
+    points = []
+    for k in (min(rounds_at), max(rounds_at)):
+        kinds = {g: [s for s, guessed in rounds_at[k] if guessed is g] for g in (False, True)}
+        g = max(kinds, key=lambda g: len(kinds[g]))  # a tie: the rounds that took every step
+        points.append((k - g, statistics.median(kinds[g]) - rows_s[k] - overhead_s))
+    (low, beyond_low), (high, beyond_high) = points
+    step_s = max(least_step_s, (beyond_high - beyond_low) / (high - low) if high > low else 0.0)
+    return step_s, max(0.0, beyond_low - low * step_s)
 
 
 def save_profile(profile: BoxProfile) -> Path:

@@ -19,7 +19,7 @@ import numpy as np
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
-from engine.runtime.side import BusyTimes, SideWork
+from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
 
 # (tokens, position of the first, the model's hidden state per token, [len(tokens), n_embd], or None)
 BatchObserver = Callable[[list[int], int, "np.ndarray | None"], None]
@@ -74,6 +74,8 @@ class Context:
         self._logits_address = 0
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._logits = np.empty((0, model.n_vocab), dtype=np.float32)
+        self._unread = 0  # the rows of the latest decode when it was fed (Context.feed), until collected
+        self._fed_at = 0.0  # and when it was launched
         self._batch = llama.llama_batch_init(self.capacity, 0, 1)
         b = self._batch
         self._tokens = np.ctypeslib.as_array(b.token, shape=(self.capacity,))
@@ -217,8 +219,31 @@ class Context:
         """Decode tokens at the next positions without waiting for them: on a GPU the host goes on
         while the device computes, and this context's next decode follows on the device. The
         batch asks for its last row as `decode` does, so it has decode's shape (and reuses its
-        graph); nothing reads that row, and the next decode overwrites it."""
+        graph); nothing reads that row unless `collect` does, and the next decode overwrites it."""
         self._decode(tokens, all_logits=False, read=False)
+        self._unread, self._fed_at = len(tokens), time.perf_counter()
+
+    @property
+    def unread(self) -> bool:
+        """Whether the latest decode was fed and its row is still to be collected."""
+        return self._unread > 0
+
+    def collect(self) -> np.ndarray:
+        """The row of the latest fed batch, once the device has it: what `decode` would have returned
+        for it (and `argmax`, where the device takes it). Valid until the next decode. Outside side
+        work, side work runs first, in what is left of the fed batch's gap."""
+        m, self._unread = self._unread, 0
+        if not m or not self.ptr:
+            raise RuntimeFailure("no fed batch to read")
+        t0 = time.perf_counter()
+        self.argmax = None
+        logits, side_llama, exposed = self._read(1, m, self._fed_at, learn=False)
+        took = time.perf_counter() - t0 - side_llama - exposed
+        self.decode_s += took
+        self.side_exposed_s += exposed
+        if self.side is not None and self.side.running:  # a side job's wait: its own context counts it
+            self.side.llama_s += took
+        return logits
 
     def _decode(self, tokens: list[int], all_logits: bool, read: bool) -> np.ndarray | None:
         n = len(tokens)
@@ -235,6 +260,7 @@ class Context:
             )
         logits = None
         self.argmax = None
+        self._unread = 0
         start = 0
         while start < n:
             chunk = tokens[start : start + self.capacity]
@@ -270,25 +296,35 @@ class Context:
                 self.side.llama_s += time.perf_counter() - t0
             exposed = side_llama = 0.0  # the side work's own time that no decode hid; its decodes' time
             if last_chunk and read:
-                launched = time.perf_counter()
-                on_gpu = self.options.on_gpu
-                if self.side is not None:
-                    l0 = self.side.llama_s
-                    if self.side.run(self._busy.budget(m) if on_gpu else None):
-                        side_llama = self.side.llama_s - l0
-                        exposed = time.perf_counter() - launched - side_llama
-                w0 = time.perf_counter()
-                rows = m if all_logits else 1  # reading them waits for the device
-                logits = self._sampled_view(rows, m) if self._chain is not None else self._logits_view()[:rows]
-                done = time.perf_counter()
-                if on_gpu and self._busy.saw(m, done - launched, done - w0):
-                    exposed = 0.0  # the device was still busy: the side work cost nothing
+                logits, side_llama, exposed = self._read(m if all_logits else 1, m, time.perf_counter(), learn=True)
             self.decode_s += time.perf_counter() - t0 - side_llama - exposed
             self.side_exposed_s += exposed
             if self._observers and not self._paused:
                 self._tell_observers(chunk, past)
             start += m
         return logits
+
+    def _read(self, rows: int, m: int, launched: float, learn: bool) -> tuple[np.ndarray, float, float]:
+        """A batch of m launched at `launched`: side work in its gap (on a GPU, within what is left of
+        the time such a batch keeps the device busy), then its last `rows` rows, which waits for the
+        device. Returns them, the side work's own time inside llama.cpp, and the side work's time
+        that the device did not hide. With `learn`, the wait teaches the busy time (a batch read
+        right after its launch)."""
+        exposed = side_llama = 0.0
+        on_gpu, side = self.options.on_gpu, self.side
+        if side is not None and not side.running:
+            g0 = time.perf_counter()
+            budget = self._busy.budget(m) if on_gpu else None
+            l0 = side.llama_s
+            if side.run(None if budget is None else max(0.0, budget - (g0 - launched))):
+                side_llama = side.llama_s - l0
+                exposed = time.perf_counter() - g0 - side_llama
+        w0 = time.perf_counter()
+        logits = self._sampled_view(rows, m) if self._chain is not None else self._logits_view()[:rows]
+        done = time.perf_counter()
+        if on_gpu and (self._busy.saw(m, done - launched, done - w0) if learn else done - w0 > DEVICE_BUSY_S):
+            exposed = 0.0  # the device was still busy: the side work cost nothing
+        return logits, side_llama, exposed
 
     def _logits_view(self) -> np.ndarray:
         """llama.cpp's logits buffer as an array; rebuilt only if the buffer moves."""

@@ -126,6 +126,13 @@ class RuntimeOptions:
     # two decodes take turns and the step is wasted wherever that draft is rejected, nor yet on
     # Metal, where the steady two-row step stays until it is measured there.
     overlap_drafter: bool | None = None
+    # And, greedy, it guesses the verify's outcome: while the target verifies, it takes its own
+    # choice after the last draft (what it would draft next) and decodes that too. Where the round
+    # keeps every draft and the target's token is that guess, the next round's first draft is in
+    # hand when it begins: one step fewer on the critical path. A wrong guess costs the device a
+    # step beside the verify and is cut back like a refused draft. None: wherever the drafter
+    # takes in its last draft during the verify (overlap_drafter).
+    guess_outcome: bool | None = None
     # Compute the probabilities the events report while the next decode runs on the device
     # (engine.runtime.side), each round's events then going out after the next round's first
     # decode. None: so on a GPU; on a CPU a decode leaves nothing to overlap with.
@@ -149,6 +156,10 @@ class RuntimeOptions:
     def drafter_overlaps(self) -> bool:
         on_cuda = self.gpu_layers != 0 and offloads_to_cuda()
         return on_cuda if self.overlap_drafter is None else self.overlap_drafter
+
+    @property
+    def drafter_guesses(self) -> bool:
+        return self.drafter_overlaps if self.guess_outcome is None else self.guess_outcome and self.drafter_overlaps
 
     @property
     def overlap(self) -> bool:

@@ -26,11 +26,14 @@ SIDE_WORK_SHARE = 0.75
 class Job:
     """One piece of queued work; its result is computed once, in the gap or when first asked for."""
 
-    def __init__(self, fn: Callable[[], Any], reads: object = None, may_wait: bool = False) -> None:
+    def __init__(self, fn: Callable[[], Any], reads: object = None, may_wait: bool = False, last: bool = False) -> None:
         self._fn: Callable[[], Any] | None = fn
         self._value: Any = None
         self.reads = reads  # a context whose logits the job reads in place: it runs before that one decodes
         self.may_wait = may_wait  # may go to a later gap when this one is spent (SideWork.run's budget)
+        # Waits for a device itself (a draft model's guess, which decodes once its last decode is
+        # done): runs when the rest of its gap's work is done or put off, and is never put off.
+        self.last = last
 
     def run(self) -> bool:
         """Do the work, unless it was done; whether it was done now."""
@@ -53,9 +56,10 @@ class SideWork:
         # Time inside llama.cpp in the jobs' own decodes (a draft model's, Context.feed), which
         # their context counts: the decode whose gap ran them leaves it out of its own.
         self.llama_s = 0.0
+        self.running = False  # inside run(): a job's own read of a decode runs no side work
 
-    def add(self, fn: Callable[[], Any], reads: object = None, may_wait: bool = False) -> Job:
-        job = Job(fn, reads, may_wait)
+    def add(self, fn: Callable[[], Any], reads: object = None, may_wait: bool = False, last: bool = False) -> Job:
+        job = Job(fn, reads, may_wait, last)
         self._jobs.append(job)
         return job
 
@@ -63,18 +67,26 @@ class SideWork:
         """Run the queued jobs: first, in order, those that cannot wait (a draft model's decode to
         go out beside the verify, the copy it must not overwrite); then, in order, those that may,
         each started only within `budget_s` of the call (the time the device is expected to stay
-        busy; None: no limit), the rest staying queued for a later gap. Whether any job ran."""
+        busy; None: no limit), the rest staying queued for a later gap; then those that wait for a
+        device themselves (`last`), never put off. Whether any job ran."""
         if not self._jobs:
             return False
         t0 = time.perf_counter()
-        ran = False
-        for job in [j for j in self._jobs if not j.may_wait] + [j for j in self._jobs if j.may_wait]:
-            if job not in self._jobs:  # run meanwhile, by a decode's run_reading
-                continue
-            if job.may_wait and budget_s is not None and time.perf_counter() - t0 >= budget_s:
-                break  # what is left may wait
-            self._jobs.remove(job)
-            ran = job.run() or ran  # a job asked for early (Job.result) has nothing left to do
+        ran = spent = False
+        jobs = list(self._jobs)
+        now, waiting = [j for j in jobs if not (j.may_wait or j.last)], [j for j in jobs if j.may_wait]
+        self.running = True
+        try:
+            for job in now + waiting + [j for j in jobs if j.last]:
+                if job not in self._jobs:  # run meanwhile, by a decode's run_reading
+                    continue
+                if job.may_wait and (spent or (budget_s is not None and time.perf_counter() - t0 >= budget_s)):
+                    spent = True  # what is left may wait
+                    continue
+                self._jobs.remove(job)
+                ran = job.run() or ran  # a job asked for early (Job.result) has nothing left to do
+        finally:
+            self.running = False
         return ran
 
     def run_reading(self, ctx: object) -> None:

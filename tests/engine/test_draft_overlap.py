@@ -9,22 +9,35 @@ drafter batch after the first round's must be one row.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from engine import GenerationConfig, Model, ModelDrafter, RoundEvent, RuntimeOptions, TokenEvent
+from engine import GenerationConfig, Model, ModelDrafter, RoundEvent, RuntimeOptions, TokenEvent, TokenKind
 from engine.drafting.model import step_plan
 from engine.runtime import Context
 
 N_TOKENS = 40
 
 
+def _drafter(engine, **options):
+    opts = replace(engine.options, overlap_drafter=True, **options)
+    return ModelDrafter(Model(engine.drafter.model.path, opts), opts)
+
+
 @pytest.fixture(scope="module")
 def overlapping(engine):
-    options = replace(engine.options, overlap_drafter=True)
-    drafter = ModelDrafter(Model(engine.drafter.model.path, options), options)
+    drafter = _drafter(engine, guess_outcome=False)
+    yield drafter
+    drafter.close()
+    drafter.model.close()
+
+
+@pytest.fixture(scope="module")
+def guessing(engine):
+    drafter = _drafter(engine)  # guess_outcome None: it guesses wherever it overlaps
     yield drafter
     drafter.close()
     drafter.model.close()
@@ -114,3 +127,38 @@ def test_a_fed_batch_leaves_the_cache_as_a_decoded_one(engine, prompts):
     finally:
         fed.close()
         decoded.close()
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_a_drafter_that_guesses_the_outcome_drafts_and_writes_what_the_usual_one_does(
+    engine, prompts, overlapping, guessing, depth
+):
+    assert guessing.guesses and not overlapping.guesses and not engine.drafter.guesses
+    fed, fed_batches = reply(engine, prompts["code"], depth, overlapping)
+    made, kept = guessing.guesses_made, guessing.guesses_kept
+    events, batches = reply(engine, prompts["code"], depth, guessing)
+    made, kept = guessing.guesses_made - made, guessing.guesses_kept - kept
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    assert tokens == [e for e in fed if isinstance(e, TokenEvent)]  # ids, provenance, probabilities
+    rounds = [e for e in events if isinstance(e, RoundEvent) and e.drafted]
+    assert [e.draft_tokens for e in rounds] == [e.draft_tokens for e in fed if isinstance(e, RoundEvent) and e.drafted]
+    # A guess every round (decoded after the last draft's); a round begins from it exactly where
+    # the round before kept every draft and the target's token was the guess. Both happened.
+    assert made == len(rounds)
+    guessed = [e.guessed for e in rounds]
+    assert kept == sum(guessed) and 0 < kept < len(rounds) - 1
+    assert all(before.accepted == before.drafted for before, e in itertools.pairwise(rounds) if e.guessed)
+    bonus = [e for e in tokens if e.kind is TokenKind.BONUS]
+    assert kept < len(bonus)  # some full rounds were followed by a target token the drafter did not guess
+    # Every guess is one batch of one row more; every guess that came true saves the next round's step.
+    assert set(batches[1:]) == {1}
+    assert len(batches) == len(fed_batches) + made - kept
+
+
+def test_a_sampled_reply_makes_no_guess(engine, prompts, guessing):
+    from engine import SamplingConfig
+
+    made = guessing.guesses_made
+    events, _ = reply(engine, prompts["prose"], 3, guessing, sampling=SamplingConfig(temperature=0.8, seed=7))
+    assert guessing.guesses_made == made
+    assert not any(e.guessed for e in events if isinstance(e, RoundEvent))

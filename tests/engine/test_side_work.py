@@ -158,6 +158,18 @@ def test_work_that_may_wait_waits_for_a_later_gap_or_for_its_reader():
     assert side.run() and order[-2:] == ["feeds", "waits"]  # no budget: everything, what cannot wait first
 
 
+def test_work_that_waits_for_a_device_runs_last_in_its_gap_even_a_spent_one():
+    side, order = SideWork(), []
+    side.add(lambda: order.append("guess"), last=True)
+    side.add(lambda: order.append("probability"), may_wait=True)
+    side.add(lambda: order.append("feed"))
+    assert side.run() and order == ["feed", "probability", "guess"]
+    side.add(lambda: order.append("guess again"), last=True)
+    side.add(lambda: order.append("put off"), may_wait=True)
+    assert side.run(budget_s=0.0) and order[3:] == ["guess again"]  # never put off; what may wait is
+    assert side.run() and order[-1] == "put off"
+
+
 @pytest.mark.parametrize("depth", [0, 2])
 def test_probabilities_put_off_to_later_gaps_are_the_same(engine, prompts, depth, monkeypatch):
     """With no time left in any gap, each target probability is computed when its row is about to

@@ -11,6 +11,7 @@ from engine.measure.costmodel import (
     conditional_acceptance,
     expected_tokens,
     explain,
+    guessed_share,
     measured_acceptance,
     predict,
 )
@@ -92,6 +93,23 @@ def test_predict_agrees_with_the_profile_in_seconds():
     assert [r.expected_tokens for r in rows] == [expected_tokens(A, k) for k in range(7)]
     assert Costs.from_profile(profile).rows == pytest.approx(ROWS, abs=1e-12)
     assert profile.plain_pass_s == profile.round_cost_s(0) == pass_s
+
+
+def test_a_drafter_that_guesses_the_outcome_saves_a_step_in_the_rounds_its_guess_came_true():
+    a = [0.9, 0.8, 0.5]
+    # depth k: the round before kept its k drafts and the target chose the guess, a (k+1)-th kept
+    assert guessed_share(a, 1) == pytest.approx(0.9 * 0.8)
+    assert guessed_share(a, 3) == pytest.approx(0.9 * 0.8 * 0.5 * 0.5)  # one past the deepest: its neighbour's
+    rows = [0.010, 0.0105, 0.011, 0.0115]
+    plain, guessing = _profile(rows, 0.002, 0.0001), _profile(rows, 0.002, 0.0001)
+    guessing.drafter_guesses = True
+    for k in range(4):
+        saved = 0.002 * guessed_share(a, k) if k else 0.0
+        assert guessing.round_cost_s(k, acceptance=a) == pytest.approx(plain.round_cost_s(k, acceptance=a) - saved)
+        assert guessing.round_cost_s(k) == plain.round_cost_s(k)  # no acceptance: every step priced
+    # always right: every round but the first begins from the guess, one step fewer
+    _, rates = best_depth(guessing, [1.0] * 3)
+    assert rates[2] == pytest.approx(3 / (0.002 + 0.011 + 0.0001))
 
 
 def test_measured_acceptance_counts_only_the_drafts_a_walk_reached():

@@ -79,9 +79,20 @@ def test_steps_are_priced_by_the_line_through_two_depths():
     from engine.measure.profile import price_steps
 
     rows = [0.004, 0.0045, 0.0054, 0.0063, 0.0072]
+
     # rounds of 0.3 ms catch-up, 1.5 ms a step and 0.2 ms of rest around their verify passes
-    rounds = {k: [rows[k] + 0.0002 + 0.0003 + k * 0.0015 + noise for noise in (0.0, 0.0001, 0.002)] for k in (1, 4)}
+    def at(k: int, guessed: bool = False, noise=(0.0, 0.0001, 0.002)) -> list[tuple[float, bool]]:
+        return [(rows[k] + 0.0002 + 0.0003 + (k - guessed) * 0.0015 + n, guessed) for n in noise]
+
+    rounds = {1: at(1), 4: at(4)}
     step, catch_up = price_steps(rounds, rows, 0.0002, 0.001)
     assert step == pytest.approx(0.0015) and catch_up == pytest.approx(0.0003 + 0.0001)  # medians: the noise's middle
     # never below a bare step, never a negative catch-up
     assert price_steps(rounds, rows, 0.0002, 0.003) == (0.003, 0.0)
+    # Rounds that began from a guess that came true took a step fewer: each depth is priced by its
+    # most common kind of round, at the steps that kind took.
+    mixed = {1: at(1, True) + at(1, False, (0.0, 0.0001)), 4: at(4, False) + at(4, True, (0.0,))}
+    step, catch_up = price_steps(mixed, rows, 0.0002, 0.001)
+    assert step == pytest.approx(0.0015) and catch_up == pytest.approx(0.0003 + 0.0001)
+    every = {1: at(1, True), 4: at(4, True)}  # every draft kept: every round from a guess
+    assert price_steps(every, rows, 0.0002, 0.001) == pytest.approx((0.0015, 0.0003 + 0.0001))
