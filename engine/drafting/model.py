@@ -108,8 +108,11 @@ class ModelDrafter:
         """Nothing to learn: the next draft feeds the committed tokens it has not seen."""
 
     def rewind(self, keep: int) -> None:
-        if self._guess is not None and self._guess[0] == keep:
+        guess = self._guess
+        if guess is not None and guess[0] == keep:
             keep += 1  # the guess, just past what the round kept: the next draft sees whether it came true
+        elif guess is not None:  # kept past by a round that drafted nothing, unchecked: cut back with it
+            keep, self._guess = min(keep, guess[0]), None
         self.ctx.rewind(keep)
 
     def reset(self) -> None:

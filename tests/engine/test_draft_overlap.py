@@ -162,3 +162,48 @@ def test_a_sampled_reply_makes_no_guess(engine, prompts, guessing):
     events, _ = reply(engine, prompts["prose"], 3, guessing, sampling=SamplingConfig(temperature=0.8, seed=7))
     assert guessing.guesses_made == made
     assert not any(e.guessed for e in events if isinstance(e, RoundEvent))
+
+
+class Alternating:
+    """Depth 3, then 0, in turn: a round that drafts nothing follows a guess."""
+
+    setting = 3
+
+    def __init__(self) -> None:
+        self.rounds = 0
+
+    def choose(self) -> int:
+        self.rounds += 1
+        return 3 if self.rounds % 2 else 0
+
+    def observe(self, *args) -> None:
+        pass
+
+
+def test_a_guess_that_a_plain_round_passes_over_is_cut_back(engine, prompts, guessing):
+    """The round after a guess drafts nothing, and keeps the guess's position without checking it:
+    the drafter's cache must hold what the reply committed there, not the guess."""
+    from engine.runtime.llama import Context as LlamaContext
+    from engine.speculative import Prefill, generate
+
+    prompt = prompts["code"]
+    config = GenerationConfig(max_tokens=N_TOKENS, ignore_eog=True)
+    target = LlamaContext(engine.target, engine.options, max_rows=4)
+    try:
+        replies = []
+        for drafter in (engine.drafter, guessing):
+            target.clear()
+            drafter.reset()
+            first_row, _ = target.prefill(prompt)
+            drafter.prefill(prompt)
+            history = list(prompt)
+            made = guessing.guesses_made
+            events = list(
+                generate(target, drafter, Alternating(), history, config, prefill=Prefill(first_row=first_row))
+            )
+            replies.append([e for e in events if isinstance(e, TokenEvent)])
+            assert drafter.ctx.tokens == history[: drafter.ctx.n_past]  # the cache holds the reply, guess or not
+        assert guessing.guesses_made > made  # a guess in every drafting round, each passed over by a plain one
+        assert replies[1] == replies[0]
+    finally:
+        target.close()
