@@ -143,6 +143,7 @@ class RoundEvent:
             draft_confidence=tuple(float(p) for p in d.get("draft_confidence", ())),
             depth=d.get("depth", d["drafted"]),
             from_prefill=d.get("from_prefill", False),
+            guessed=d.get("guessed", False),
         )
 
 

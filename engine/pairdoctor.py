@@ -204,7 +204,8 @@ def _profile(target: Model, drafter_path: Path | None, kind: str, options: Runti
     if kind == "model" and drafter_path is not None:
         return load_profile(target.path, drafter_path, options)
     rows = saved_target_profile(target, options)
-    return replace(rows, drafter=kind, drafter_step_s=0.0, drafter_catch_up_s=0.0) if rows else None
+    free = {"drafter_step_s": 0.0, "drafter_catch_up_s": 0.0, "drafter_guesses": False}
+    return replace(rows, drafter=kind, **free) if rows else None
 
 
 def _named(spec: Path | str) -> str:

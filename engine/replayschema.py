@@ -121,8 +121,9 @@ def check_round(r, where: str) -> None:
         number(r["round_ms"], f"{where}.round_ms")
     if "depth" in r:
         integer(r["depth"], f"{where}.depth", high=MAX_DRAFTED)
-    if "from_prefill" in r and not isinstance(r["from_prefill"], bool):
-        raise Invalid(f"{where}.from_prefill is {type(r['from_prefill']).__name__}, not true or false")
+    for flag in ("from_prefill", "guessed"):
+        if flag in r and not isinstance(r[flag], bool):
+            raise Invalid(f"{where}.{flag} is {type(r[flag]).__name__}, not true or false")
     drafts = array(r.get("draft_tokens", []), f"{where}.draft_tokens", MAX_DRAFTED)
     for i, token in enumerate(drafts):
         integer(token, f"{where}.draft_tokens[{i}]", high=MAX_TOKEN_ID)

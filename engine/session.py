@@ -223,6 +223,8 @@ class Engine:
                 "start a new conversation, shorten the message, or raise the context size."
             )
         policy = self.depth_policy(config.depth, progress)
+        if isinstance(policy, AutoDepth):
+            policy.for_reply(config.sampling.greedy)
         drafter = self.drafter if policy.setting != 0 else None
         t0 = time.perf_counter()
         reads_target = self.drafter is not None and self.drafter.needs_hidden_states

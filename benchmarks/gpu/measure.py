@@ -37,9 +37,10 @@ FLOOR_FILE = "/tmp/gpu-floor-{}.json"
 # not the round's cost).
 WHOLE_ROUNDS = 121
 WHOLE = "the prefill's token and 120 decoded: whole rounds at depths 1-5"
-# How a draft model steps (RuntimeOptions): its last draft taken in while the target verifies,
-# every step one row (the default on a GPU); every step the last two tokens; or one row a step
-# and a two-row catch-up after a round whose drafts were all kept.
+# How a draft model steps (RuntimeOptions): its last draft taken in while the target verifies and
+# its guess of the verify's outcome decoded beside it (the default on CUDA); the last draft alone;
+# every step the last two tokens; or one row a step and a two-row catch-up after a round whose
+# drafts were all kept.
 DRAFTER_STEPS = {
     "guess": {"overlap_drafter": True, "guess_outcome": True},
     "overlap": {"overlap_drafter": True, "guess_outcome": False},
@@ -323,9 +324,10 @@ def main() -> int:
     a.add_argument("--fast", action="store_true")
     a.add_argument(
         "--drafters",
-        default="overlap",
-        help="the draft model's steps, ',' between, in turn: overlap (one row; the last draft taken in during "
-        "the verify), 2 (two rows a step), 1 (one row, and a catch-up batch)",
+        default="guess",
+        help="the draft model's steps, ',' between, in turn: guess (the default on CUDA: overlap, and the "
+        "verify's outcome guessed beside it), overlap (one row; the last draft taken in during the verify), "
+        "2 (two rows a step), 1 (one row, and a catch-up batch)",
     )
     a.add_argument("--argmax", default="device", help="where greedy argmaxes are taken: device, host, or both in turn")
     a.add_argument(

@@ -26,7 +26,7 @@ class Draft:
     sampler: Sampler | None = None
     # The first draft's row was in hand when the round began: during the last round's verify the
     # drafter guessed the target's token, and guessed right (ModelDrafter), so it took no step.
-    guessed: bool = False
+    guessed: bool = field(default=False, kw_only=True)
     _dists: dict[int, np.ndarray] = field(default_factory=dict)
     _parts: dict[int, tuple[float, float]] = field(default_factory=dict)  # softmax_parts per row
 

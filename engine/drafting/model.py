@@ -77,7 +77,7 @@ class ModelDrafter:
                 if width > 1:
                     ctx.rewind(ctx.n_past - 1)
                 logits = ctx.decode((history[-1:] + tokens)[-width:], all_logits=False)  # no copy of history
-        return Draft(tokens, rows[: len(tokens)], sampler, guessed=guessed)
+        return Draft(tokens, rows[: len(tokens)], sampler, guessed=guessed and bool(tokens))
 
     def _guess_outcome(self, sampler: Sampler, banned: tuple[int, ...]) -> None:
         """During the verify, once the last draft's decode is done: the drafter's own choice after

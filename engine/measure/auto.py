@@ -37,6 +37,7 @@ class AutoDepth:
         in_situ: bool = False,
     ) -> None:
         self.profile = profile
+        self._guesses = profile.drafter_guesses
         self.in_situ = in_situ
         self.timings: deque[tuple[float, float, float]] = deque(maxlen=window)  # per draft token, extra, commit
         self.drafter_step_s = drafter_step_s
@@ -85,6 +86,13 @@ class AutoDepth:
     def predicted_speedup(self) -> float:
         return self._rates[self.depth] / self._rates[0]
 
+    def for_reply(self, greedy: bool) -> None:
+        """A draft model guesses each verify's outcome in greedy replies only: price this reply's rounds so."""
+        guesses = self._guesses and greedy
+        if guesses != self.profile.drafter_guesses:
+            self.profile = replace(self.profile, drafter_guesses=guesses)
+            self.depth, self._rates = best_depth(self.profile, self.acceptance(), self.drafter_step_s, self.max_depth)
+
     def explain(self) -> str:
         return explain(self.profile, self.depth, self.acceptance(), self.drafter_step_s)
 
@@ -97,4 +105,5 @@ def auto_depth_for(target: Model, drafter: Drafter, options: RuntimeOptions, pro
     if isinstance(drafter, ModelDrafter):
         return AutoDepth(profile_for(target, drafter.model, options, progress), max_depth=deepest)
     profile = profile_for_target_only(target, options, progress or (lambda _said: None))  # measured if need be
+    profile = replace(profile, drafter_guesses=False)  # the rows of any pair's profile; no guesses without a model
     return AutoDepth(profile, drafter_step_s=0.0, in_situ=True, max_depth=deepest)

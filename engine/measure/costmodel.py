@@ -172,7 +172,7 @@ def speculation_pays(profile: BoxProfile) -> bool:
 def why_plain(profile: BoxProfile) -> str:
     """Why replies run plain on this box, in its own numbers."""
     one = profile.target_rows_s[0]
-    c1 = profile.round_cost_s(1) / profile.round_cost_s(0)
+    c1 = profile.round_cost_s(1, acceptance=[1.0]) / profile.round_cost_s(0)  # every guess right, too
     return (
         f"Speculation cannot pay on this machine with {profile.drafter}: a round with one draft costs "
         f"{c1:.2f} plain passes here (the target's 2-row verify pass {profile.rows_in_passes(2):.2f}, the "
@@ -186,7 +186,7 @@ def explain(profile: BoxProfile, depth: int, acceptance: list[float], drafter_st
     """One line a person can act on: why this depth, in this box's numbers."""
     rows2 = profile.rows_in_passes(2)
     step = profile.drafter_step_s if drafter_step_s is None else drafter_step_s
-    c1 = profile.round_cost_s(1, step) / profile.round_cost_s(0, step)
+    c1 = profile.round_cost_s(1, step, acceptance) / profile.round_cost_s(0, step)
     need = c1 - 1.0  # depth 1 pays when 1 + a > c1
     seen = f"{acceptance[0]:.0%}" if acceptance else "unknown"
     if depth == 0:
@@ -216,6 +216,7 @@ class Costs:
     rows: tuple[float, ...]  # a target pass of 1, 2, ... rows
     drafter_step: float
     overhead: float
+    guesses: bool = False  # the drafter guesses each verify's outcome (a draft model on CUDA, greedy)
 
     def as_profile(self) -> BoxProfile:
         """The same numbers as a BoxProfile whose unit of time is one plain pass."""
@@ -231,13 +232,14 @@ class Costs:
             drafter_step_s=self.drafter_step,
             overhead_s=self.overhead,
             acceptance_prior=[],
+            drafter_guesses=self.guesses,
         )
 
     @classmethod
     def from_profile(cls, profile: BoxProfile) -> Costs:
         one = profile.target_rows_s[0]
         rows = tuple(t / one for t in profile.target_rows_s[: MAX_DEPTH + 1])
-        return cls(rows, profile.drafter_step_s / one, profile.overhead_s / one)
+        return cls(rows, profile.drafter_step_s / one, profile.overhead_s / one, profile.drafter_guesses)
 
 
 # A CPU laptop running the 1.5B target with the 0.5B drafter, roughly.
@@ -265,7 +267,13 @@ def predict(acceptance: list[float], costs: Costs) -> tuple[int, list[DepthPredi
     profile = costs.as_profile()
     best, rates = best_depth(profile, list(acceptance), max_depth=len(costs.rows) - 1)
     rows = [
-        DepthPrediction(k, expected_tokens(acceptance, k), profile.round_cost_s(k), rates[k], rates[k] / rates[0])
+        DepthPrediction(
+            k,
+            expected_tokens(acceptance, k),
+            profile.round_cost_s(k, acceptance=list(acceptance)),
+            rates[k],
+            rates[k] / rates[0],
+        )
         for k in range(len(rates))
     ]
     return best, rows

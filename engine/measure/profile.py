@@ -225,7 +225,7 @@ def measure(
         # verify): nothing to catch up. What a deep round costs beyond its verify pass and a
         # plain round's overhead (the steps, reading their rows, the longer walk, a verify
         # beside the drafter's decode) is priced per step.
-        deep = statistics.median(s for s, _ in deep_rounds)
+        deep = statistics.median(s + guessed * step_s for s, guessed in deep_rounds)  # every step, as priced
         step_s = max(step_s, (deep - rows_s[max_depth] - overhead) / max_depth)
         catch_up = 0.0
     return BoxProfile(
@@ -348,4 +348,5 @@ def saved_pair_profile(target: Model, drafter: Drafter | None, options: RuntimeO
     if isinstance(drafter, ModelDrafter):
         return load_profile(target.path, drafter.model.path, options)
     rows = saved_target_profile(target, options)
-    return replace(rows, drafter=drafter.name, drafter_step_s=0.0, drafter_catch_up_s=0.0) if rows else None
+    free = {"drafter_step_s": 0.0, "drafter_catch_up_s": 0.0, "drafter_guesses": False}
+    return replace(rows, drafter=drafter.name, **free) if rows else None

@@ -17,6 +17,7 @@ import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
+from engine.runtime.devicegreedy import DeviceGreedy
 from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
@@ -62,11 +63,8 @@ class Context:
         self.ptr = ptr
         # Greedy tokens chosen on the device (options.device_argmax): llama.cpp's greedy sampler
         # runs in the decode's graph, and the rows come from its output instead of the raw logits.
-        self._chain = _greedy_on_device(ptr) if self.options.device_argmax else None
+        self._greedy = DeviceGreedy.attach(ptr, model.n_vocab, max_rows) if self.options.device_argmax else None
         self.argmax: list[int] | None = None  # the latest decode's argmax per output row, where the device took it
-        self._argmax_checked = False
-        self._sampled_address = 0
-        self._sampled = np.empty((0, model.n_vocab), dtype=np.float32)
         self.memory = llama.llama_get_memory(ptr)
         self.n_ctx: int = llama.llama_n_ctx(ptr)
         self.capacity = min(int(params.n_batch), int(llama.llama_n_batch(ptr)))  # what llama.cpp took, not asked
@@ -191,7 +189,7 @@ class Context:
     @property
     def device_argmax(self) -> bool:
         """Whether llama.cpp takes each greedy argmax in the decode (a backend sampler took here)."""
-        return self._chain is not None
+        return self._greedy is not None and self._greedy.attached
 
     def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
         """The latest decode's greedy token per output row, where the device took them: None for
@@ -320,7 +318,10 @@ class Context:
                 side_llama = side.llama_s - l0
                 exposed = time.perf_counter() - g0 - side_llama
         w0 = time.perf_counter()
-        logits = self._sampled_view(rows, m) if self._chain is not None else self._logits_view()[:rows]
+        if self.device_argmax:
+            logits, self.argmax = self._greedy.rows(self.ptr, rows, m)
+        else:
+            logits = self._logits_view()[:rows]
         done = time.perf_counter()
         if on_gpu and (self._busy.saw(m, done - launched, done - w0) if learn else done - w0 > DEVICE_BUSY_S):
             exposed = 0.0  # the device was still busy: the side work cost nothing
@@ -334,39 +335,6 @@ class Context:
             self._logits = np.ctypeslib.as_array(ptr, shape=(self.max_rows, self.model.n_vocab))
             self._logits_address = address
         return self._logits
-
-    def _sampled_view(self, rows: int, m: int) -> np.ndarray:
-        """The rows the device's greedy sampler passed on (the logits, unchanged), and its argmax of each."""
-        first = m - rows  # the batch index of the first row with logits
-        ptr = llama.llama_get_sampled_logits_ith(self.ptr, first)
-        if not ptr:
-            raise RuntimeFailure(f"llama.cpp returned no logits for a batch of {m} tokens.")
-        address = ctypes.addressof(ptr.contents)
-        if address != self._sampled_address:
-            self._sampled = np.ctypeslib.as_array(ptr, shape=(self.max_rows, self.model.n_vocab))
-            self._sampled_address = address
-        view = self._sampled[:rows]
-        argmax = [llama.llama_get_sampled_token_ith(self.ptr, first + i) for i in range(rows)]
-        named = min(argmax) >= 0 and max(argmax) < view.shape[1]
-        if not self._argmax_checked:
-            # Once per context, the device's choice is checked against the rows it came with (a
-            # tie may pick another index of the same value); a backend that errs, or names no
-            # token, is not used again.
-            if not named or any(view[i, t] != view[i].max() for i, t in enumerate(argmax)):
-                self._drop_device_argmax()
-                return view  # self.argmax stays None: the host scans this decode's rows
-            self._argmax_checked = True
-        elif not named:
-            return view  # no token (a row of NaNs gives the kernel none above -FLT_MAX): the host scans
-        self.argmax = argmax
-        return view
-
-    def _drop_device_argmax(self) -> None:
-        """Take every argmax on the host from the next decode on (the device's disagreed with its rows)."""
-        llama.llama_set_sampler(self.ptr, 0, None)
-        llama.llama_sampler_free(self._chain)
-        self._chain = None
-        self.argmax = None
 
     def rewind(self, keep: int) -> None:
         """Forget every position from `keep` on (llama_memory_seq_rm)."""
@@ -389,6 +357,7 @@ class Context:
         if not ok:
             raise RuntimeFailure(f"{self.model.path.name} cannot rewind its cache to position {keep:,}.")
         del self.tokens[keep:]
+        self._unread = 0  # a fed batch's row is for a position no longer held
         if self._prefilled is not None and keep < len(self._prefilled[0]):
             self._prefilled = None  # the prompt's pass is no longer whole in the cache
 
@@ -427,6 +396,7 @@ class Context:
     def clear(self) -> None:
         llama.llama_memory_clear(self.memory, True)
         self.tokens.clear()
+        self._unread = 0
         self._prefilled = None
 
     def close(self) -> None:
@@ -434,9 +404,8 @@ class Context:
             llama.llama_batch_free(self._batch)
             llama.llama_free(self.ptr)
             self.ptr = None
-        if getattr(self, "_chain", None) is not None:
-            llama.llama_sampler_free(self._chain)  # after the context that used it
-            self._chain = None
+        if getattr(self, "_greedy", None) is not None:
+            self._greedy.close()  # after the context that used it
 
     def __del__(self) -> None:
         self.close()
@@ -450,16 +419,6 @@ def stoppable(contexts: Iterable[object], cancelled: Callable[[], bool]) -> Iter
             if isinstance(ctx, Context) and ctx.ptr:
                 stack.enter_context(ctx.stoppable(cancelled))
         yield
-
-
-def _greedy_on_device(ctx: object) -> object | None:
-    """A greedy sampler running in ctx's decodes (a backend sampler), or None where the backend cannot."""
-    chain = llama.llama_sampler_chain_init(llama.llama_sampler_chain_default_params())
-    llama.llama_sampler_chain_add(chain, llama.llama_sampler_init_greedy())  # the chain owns it
-    if llama.llama_set_sampler(ctx, 0, chain):
-        return chain
-    llama.llama_sampler_free(chain)
-    return None
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -32,7 +32,8 @@ class Job:
         self.reads = reads  # a context whose logits the job reads in place: it runs before that one decodes
         self.may_wait = may_wait  # may go to a later gap when this one is spent (SideWork.run's budget)
         # Waits for a device itself (a draft model's guess, which decodes once its last decode is
-        # done): runs when the rest of its gap's work is done or put off, and is never put off.
+        # done): runs when the rest of its gap's work is done or put off, and is never put off: it
+        # is dropped where its gap's decode is expected to be done by then.
         self.last = last
 
     def run(self) -> bool:
@@ -68,7 +69,9 @@ class SideWork:
         go out beside the verify, the copy it must not overwrite); then, in order, those that may,
         each started only within `budget_s` of the call (the time the device is expected to stay
         busy; None: no limit), the rest staying queued for a later gap; then those that wait for a
-        device themselves (`last`), never put off. Whether any job ran."""
+        device themselves (`last`), unless the device is expected to be done by then (the budget
+        over SIDE_WORK_SHARE): then they are dropped, since they would keep the host waiting.
+        Whether any job ran."""
         if not self._jobs:
             return False
         t0 = time.perf_counter()
@@ -84,6 +87,8 @@ class SideWork:
                     spent = True  # what is left may wait
                     continue
                 self._jobs.remove(job)
+                if job.last and budget_s is not None and time.perf_counter() - t0 >= budget_s / SIDE_WORK_SHARE:
+                    continue  # past the decode's expected end: dropped
                 ran = job.run() or ran  # a job asked for early (Job.result) has nothing left to do
         finally:
             self.running = False

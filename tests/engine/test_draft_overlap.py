@@ -180,12 +180,19 @@ class Alternating:
         pass
 
 
-def test_a_guess_that_a_plain_round_passes_over_is_cut_back(engine, prompts, guessing):
+def test_a_guess_that_a_plain_round_passes_over_is_cut_back(engine, prompts, guessing, monkeypatch):
     """The round after a guess drafts nothing, and keeps the guess's position without checking it:
     the drafter's cache must hold what the reply committed there, not the guess."""
     from engine.runtime.llama import Context as LlamaContext
     from engine.speculative import Prefill, generate
 
+    guesses, guess = [], guessing._guess_outcome
+
+    def recorded(*args) -> None:
+        guess(*args)
+        guesses.append(guessing._guess)
+
+    monkeypatch.setattr(guessing, "_guess_outcome", recorded)
     prompt = prompts["code"]
     config = GenerationConfig(max_tokens=N_TOKENS, ignore_eog=True)
     target = LlamaContext(engine.target, engine.options, max_rows=4)
@@ -197,13 +204,27 @@ def test_a_guess_that_a_plain_round_passes_over_is_cut_back(engine, prompts, gue
             first_row, _ = target.prefill(prompt)
             drafter.prefill(prompt)
             history = list(prompt)
-            made = guessing.guesses_made
-            events = list(
-                generate(target, drafter, Alternating(), history, config, prefill=Prefill(first_row=first_row))
-            )
+            policy = Alternating()
+            events = list(generate(target, drafter, policy, history, config, prefill=Prefill(first_row=first_row)))
             replies.append([e for e in events if isinstance(e, TokenEvent)])
-            assert drafter.ctx.tokens == history[: drafter.ctx.n_past]  # the cache holds the reply, guess or not
-        assert guessing.guesses_made > made  # a guess in every drafting round, each passed over by a plain one
+            held = drafter.ctx.tokens[: len(history) - 1]  # the last position may hold a guess still to be checked
+            assert held == history[: len(held)]
         assert replies[1] == replies[0]
+        # What this is about happened: a round kept its three drafts, the target's token was not
+        # the guess, and the plain round after it passed over the guess's position.
+        bonus = {len(prompt) + i for i, e in enumerate(replies[1]) if e.kind is TokenKind.BONUS}
+        assert any(at in bonus and history[at] != token for at, token in guesses)
     finally:
         target.close()
+
+
+def test_a_draft_refused_by_p_min_after_a_guess_is_the_usual_draft(engine, prompts, overlapping, guessing):
+    fed, _ = reply(engine, prompts["code"], 3, overlapping, p_min=0.5)
+    events, _ = reply(engine, prompts["code"], 3, guessing, p_min=0.5)
+    assert [e for e in events if isinstance(e, TokenEvent)] == [e for e in fed if isinstance(e, TokenEvent)]
+    rounds = [e for e in events if isinstance(e, RoundEvent) and not e.from_prefill]
+    assert [e.draft_tokens for e in rounds] == [
+        e.draft_tokens for e in fed if isinstance(e, RoundEvent) and not e.from_prefill
+    ]
+    assert any(e.drafted < 3 for e in rounds) and any(e.guessed for e in rounds)
+    assert not any(e.guessed and not e.drafted for e in rounds)  # a round that drafted nothing took no guess's draft

@@ -62,3 +62,5 @@ def test_events_take_keywords_only():
         RoundEvent(0, 1, 1)  # type: ignore[misc]
     r = RoundEvent(round_index=2, drafted=1, accepted=1, draft_ms=1.0, verify_ms=2.0, commit_ms=0.5)
     assert r.total_ms == 3.5 and RoundEvent.from_json(r.to_json()) == r
+    guessed = RoundEvent(round_index=3, drafted=2, accepted=2, guessed=True)
+    assert RoundEvent.from_json(guessed.to_json()) == guessed

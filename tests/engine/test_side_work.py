@@ -158,7 +158,7 @@ def test_work_that_may_wait_waits_for_a_later_gap_or_for_its_reader():
     assert side.run() and order[-2:] == ["feeds", "waits"]  # no budget: everything, what cannot wait first
 
 
-def test_work_that_waits_for_a_device_runs_last_in_its_gap_even_a_spent_one():
+def test_work_that_waits_for_a_device_runs_last_in_its_gap_and_is_never_put_off():
     side, order = SideWork(), []
     side.add(lambda: order.append("guess"), last=True)
     side.add(lambda: order.append("probability"), may_wait=True)
@@ -166,8 +166,12 @@ def test_work_that_waits_for_a_device_runs_last_in_its_gap_even_a_spent_one():
     assert side.run() and order == ["feed", "probability", "guess"]
     side.add(lambda: order.append("guess again"), last=True)
     side.add(lambda: order.append("put off"), may_wait=True)
-    assert side.run(budget_s=0.0) and order[3:] == ["guess again"]  # never put off; what may wait is
-    assert side.run() and order[-1] == "put off"
+    assert side.run(budget_s=1.0) and order[3:] == ["put off", "guess again"]
+    # a gap whose decode is expected to be done: what may wait is put off, a guess is not made
+    side.add(lambda: order.append("too late"), last=True)
+    side.add(lambda: order.append("put off again"), may_wait=True)
+    assert not side.run(budget_s=0.0) and order[5:] == []
+    assert side.run() and order[5:] == ["put off again"]  # the guess is gone, not queued
 
 
 @pytest.mark.parametrize("depth", [0, 2])

@@ -58,3 +58,17 @@ def test_a_model_drafters_profile_is_not_overwritten_by_rounds():
     auto = AutoDepth(box, every=1)
     auto.observe(2, 2, RoundSeconds(draft=1.0, verify=1.0, commit=1.0))
     assert auto.profile is box
+
+
+def test_a_sampled_reply_is_priced_without_the_guesses_only_greedy_replies_make():
+    box = _profile([0.010, 0.0105, 0.011, 0.0115, 0.012], 0.004, prior=(0.9, 0.9, 0.9, 0.9))
+    box.drafter_guesses = True
+    auto = AutoDepth(box)
+    greedy = auto.predicted_speedup()
+    auto.for_reply(greedy=False)
+    assert not auto.profile.drafter_guesses and auto.predicted_speedup() < greedy
+    auto.for_reply(greedy=True)
+    assert auto.profile.drafter_guesses and auto.predicted_speedup() == pytest.approx(greedy)
+    plain = AutoDepth(_profile(box.target_rows_s, 0.004, prior=(0.9,) * 4))
+    plain.for_reply(greedy=True)  # a profile without guesses never gains them
+    assert not plain.profile.drafter_guesses
