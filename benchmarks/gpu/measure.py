@@ -235,7 +235,8 @@ def cmd_exact(args) -> int:
 
 
 def cmd_tuner(args) -> int:
-    """The tuner's predicted speedup per depth (its box profile at the measured 100% acceptance) against the measured."""
+    """The tuner's predicted speedup per depth (its box profile at the measured 100% acceptance) against the
+    measured: the median ratio of replies at that depth and plain ones, in turn."""
     from engine import Engine, GenerationConfig, ModelDrafter, RuntimeOptions
     from engine.chat import Message
     from engine.measure.costmodel import best_depth
@@ -255,20 +256,19 @@ def cmd_tuner(args) -> int:
     _, rates = best_depth(profile, profile.acceptance_prior)
     ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
 
-    def tps(depth: int) -> float:
+    def tps(depth: int, n: int) -> float:
         eng.swap_drafter(drafter if depth else None)
-        runs = []
-        for n in (8, *[args.tokens] * args.repeats):
-            eng.forget()
-            *_, stats = eng.stream(ids, GenerationConfig(max_tokens=n, depth=depth, ignore_eog=True))
-            runs.append(stats.decode_tps)
-        return statistics.median(runs[1:])
+        eng.forget()
+        *_, stats = eng.stream(ids, GenerationConfig(max_tokens=n, depth=depth, ignore_eog=True))
+        return stats.decode_tps
 
-    plain = tps(0)
     print("| pair | depth | predicted speedup | measured speedup | predicted / measured |")
     print("|---|---:|---:|---:|---:|")
     for depth in [int(d) for d in args.depths.split(",")]:
-        predicted, measured = rates[depth] / rates[0], tps(depth) / plain
+        tps(0, 8), tps(depth, 8)  # warm-up
+        # plain and this depth in turn, each pair of replies a ratio: the box's drift cancels
+        ratios = [tps(depth, args.tokens) / tps(0, args.tokens) for _ in range(args.repeats)]
+        predicted, measured = rates[depth] / rates[0], statistics.median(ratios)
         print(f"| {args.pair} | {depth} | {predicted:.2f} | {measured:.2f} | {predicted / measured:.2f} |", flush=True)
     drafter.close()
     drafter.model.close()
@@ -340,7 +340,7 @@ def main() -> int:
     a.add_argument("pair", choices=PAIRS)
     a.add_argument("--depths", default="1,2,3,4")
     a.add_argument("--tokens", type=int, default=WHOLE_ROUNDS, help=f"the reply's length ({WHOLE_ROUNDS}: {WHOLE})")
-    a.add_argument("--repeats", type=int, default=3)
+    a.add_argument("--repeats", type=int, default=5, help="pairs of replies, plain and the depth in turn, per depth")
     a.set_defaults(func=cmd_tuner)
     a = sub.add_parser("exact")
     a.add_argument("model")
