@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, speculation_pays, why_plain
-from engine.measure.profile import load_profile, saved_target_profile
+from engine.measure.profile import drafting_free, load_profile, saved_target_profile
 from engine.models import catalog
 from engine.models.compat import Rule, rules
 from engine.models.discover import discover, drafter_kind
@@ -204,8 +204,7 @@ def _profile(target: Model, drafter_path: Path | None, kind: str, options: Runti
     if kind == "model" and drafter_path is not None:
         return load_profile(target.path, drafter_path, options)
     rows = saved_target_profile(target, options)
-    free = {"drafter_step_s": 0.0, "drafter_catch_up_s": 0.0, "drafter_guesses": False}
-    return replace(rows, drafter=kind, **free) if rows else None
+    return drafting_free(rows, kind) if rows else None
 
 
 def _named(spec: Path | str) -> str:

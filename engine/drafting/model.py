@@ -98,6 +98,8 @@ class ModelDrafter:
         the target chose the guess: the cache holds all of history); else None, the guess cut back
         as a refused draft is."""
         guess, self._guess = self._guess, None
+        if guess is None:
+            return None
         ctx = self.ctx
         if guess != (len(history) - 1, history[-1]) or not ctx.unread or ctx.n_past != len(history):
             return None

@@ -9,7 +9,7 @@ from dataclasses import replace
 from engine.depth import AUTO, MAX_DEPTH, Depth, RoundSeconds
 from engine.drafting import Drafter, ModelDrafter
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, explain
-from engine.measure.profile import profile_for, profile_for_target_only
+from engine.measure.profile import drafting_free, profile_for, profile_for_target_only
 from engine.runtime import Model, RuntimeOptions
 
 
@@ -105,5 +105,4 @@ def auto_depth_for(target: Model, drafter: Drafter, options: RuntimeOptions, pro
     if isinstance(drafter, ModelDrafter):
         return AutoDepth(profile_for(target, drafter.model, options, progress), max_depth=deepest)
     profile = profile_for_target_only(target, options, progress or (lambda _said: None))  # measured if need be
-    profile = replace(profile, drafter_guesses=False)  # the rows of any pair's profile; no guesses without a model
-    return AutoDepth(profile, drafter_step_s=0.0, in_situ=True, max_depth=deepest)
+    return AutoDepth(drafting_free(profile, profile.drafter), drafter_step_s=0.0, in_situ=True, max_depth=deepest)

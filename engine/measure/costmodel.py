@@ -6,7 +6,8 @@ the conversation supplies the first, round by round. Expected tokens per round a
 are E_k = 1 + sum_{j<=k} prod_{i<=j} a_i (a_i: acceptance at position i given i-1 was
 accepted); the round costs C_k = catch-up + k draft steps + a target pass of k+1 rows +
 overhead, less a step for each round that begins from a guess that came true (a draft model
-that guesses each verify's outcome: a share prod_{i<=k+1} a_i of the rounds). The best depth has the most tokens per second, E_k / C_k, depth 0 included.
+that guesses each verify's outcome: a share prod_{i<=k+1} a_i of the rounds). The best depth
+has the most tokens per second, E_k / C_k, depth 0 included.
 """
 
 from __future__ import annotations

@@ -348,5 +348,11 @@ def saved_pair_profile(target: Model, drafter: Drafter | None, options: RuntimeO
     if isinstance(drafter, ModelDrafter):
         return load_profile(target.path, drafter.model.path, options)
     rows = saved_target_profile(target, options)
-    free = {"drafter_step_s": 0.0, "drafter_catch_up_s": 0.0, "drafter_guesses": False}
-    return replace(rows, drafter=drafter.name, **free) if rows else None
+    return drafting_free(rows, drafter.name) if rows else None
+
+
+def drafting_free(rows: BoxProfile, drafter: str) -> BoxProfile:
+    """A profile's target rows for a drafter with no model of its own (n-grams, an MTP head, DFlash,
+    EAGLE-3): drafting priced free until its rounds say otherwise, and no guesses, which only a draft
+    model makes."""
+    return replace(rows, drafter=drafter, drafter_step_s=0.0, drafter_catch_up_s=0.0, drafter_guesses=False)

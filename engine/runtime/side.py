@@ -76,11 +76,9 @@ class SideWork:
             return False
         t0 = time.perf_counter()
         ran = spent = False
-        jobs = list(self._jobs)
-        now, waiting = [j for j in jobs if not (j.may_wait or j.last)], [j for j in jobs if j.may_wait]
         self.running = True
         try:
-            for job in now + waiting + [j for j in jobs if j.last]:
+            for job in sorted(self._jobs, key=lambda j: 2 * j.last + j.may_wait):  # stable: in order within each
                 if job not in self._jobs:  # run meanwhile, by a decode's run_reading
                     continue
                 if job.may_wait and (spent or (budget_s is not None and time.perf_counter() - t0 >= budget_s)):
