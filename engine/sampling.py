@@ -124,6 +124,20 @@ def softmax_parts(row: np.ndarray) -> tuple[float, float]:
     return float(top), float(np.exp(buf, out=buf).sum())
 
 
+def parts_from_top(
+    row: np.ndarray, top: int, normaliser: float, banned: tuple[int, ...] = ()
+) -> tuple[float, float] | None:
+    """softmax_parts of `row` from its argmax `top` and the normaliser there, sum(exp(row -
+    row[top])) (the device's, of the row as it came), with `banned` tokens then given no
+    probability: their terms taken out. None where the normaliser is no number of at least 1."""
+    if not normaliser >= 1.0:
+        return None
+    largest = float(row[top])
+    for b in banned:  # a few end-of-turn ids: a loop costs less than numpy's fancy indexing
+        normaliser -= math.exp(float(row[b]) - largest)
+    return largest, normaliser
+
+
 def softmax_at(row: np.ndarray, token: int, parts: tuple[float, float] | None = None) -> float:
     """p(token) under the row's softmax at temperature 1."""
     top, total = parts or softmax_parts(row)

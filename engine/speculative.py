@@ -134,6 +134,8 @@ def speculative_round(
     t1 = time.perf_counter()
 
     rows = target.decode([history[-1], *draft.tokens], all_logits=True) if prefill_row is None else prefill_row[None, :]
+    # Where the device took each row's softmax, every probability in them is a lookup: none is put off.
+    parts = target.device_parts(rows, banned) if prefill_row is None and sampler.greedy else None
     if banned:
         rows[:, banned] = -np.inf
     if side is not None:
@@ -141,7 +143,11 @@ def speculative_round(
     t2 = time.perf_counter()
 
     tops = target.device_choices(banned) if prefill_row is None else None
-    verdict = walk(draft, rows, sampler, bool(config.top_candidates), config.probabilities and not deferred, tops)
+    if parts is not None and None not in parts:
+        deferred = False
+    verdict = walk(
+        draft, rows, sampler, bool(config.top_candidates), config.probabilities and not deferred, tops, parts
+    )
     pending = None
     if deferred:
         chosen = [*draft.tokens[: verdict.accepted], verdict.token]
@@ -223,11 +229,13 @@ def walk(
     keep_dists: bool = False,
     probabilities: bool = True,
     tops: list[int | None] | None = None,
+    parts: list[tuple[float, float] | None] | None = None,
 ) -> Verdict:
     """Keep drafts while the target agrees; end with the target's own token.
 
     Greedy: a draft is kept while it is the target's argmax (`tops[i]` where the device took
-    it, Context.device_choices; else a scan of the row, row by row). Sampling: draft d is kept
+    it, Context.device_choices; else a scan of the row, row by row), each probability a lookup where
+    `parts` has the row's softmax_parts (Context.device_parts). Sampling: draft d is kept
     with probability min(1, p(d) / q(d)); at the first rejection the token is drawn from
     normalised max(0, p - q); if every draft is kept, the bonus is drawn from p. The output
     is then distributed exactly as the target's own sampling would be.
@@ -243,7 +251,10 @@ def walk(
                 break
         if keep_dists:
             dists = [sampler.distribution(rows[i]) for i in range(len(chosen))]
-        probs = [softmax_at(rows[i], t) for i, t in enumerate(chosen)] if probabilities else [math.nan] * len(chosen)
+        if probabilities:
+            probs = [softmax_at(rows[i], t, None if parts is None else parts[i]) for i, t in enumerate(chosen)]
+        else:
+            probs = [math.nan] * len(chosen)
         return Verdict(len(chosen) - 1, chosen[-1], probs, dists)
 
     for i, d in enumerate(draft.tokens):

@@ -54,6 +54,16 @@ def _pair(name: str) -> tuple[Path, Path]:
     return MODELS / target, MODELS / drafter
 
 
+def close_all(drafters, engines, models) -> None:
+    """A measurement's drafters, its engines' target contexts, then the models under them (each once)."""
+    for drafter in {id(d): d for d in drafters}.values():
+        drafter.close()
+    for eng in {id(e): e for e in engines}.values():
+        eng.ctx.close()
+    for model in models:
+        model.close()
+
+
 def cmd_floor(args) -> int:
     """Row costs in target passes and the drafter's step, from llama-bench's jsonl (q8_0 cache, depth 256)."""
     target, drafter = (str(p) for p in _pair(args.pair))
@@ -199,12 +209,11 @@ def cmd_ours(args) -> int:
     finally:
         llama_cpp.llama_cpp.llama_decode, LlamaContext.feed = decode, feed
     print(f"[{args.pair}] argmax after every run ({taken()})")
-    for eng, drafters in arms.values():
-        for drafter in drafters.values():
-            drafter.close()
-        eng.ctx.close()
-    drafter_model.close()
-    target_model.close()
+    close_all(
+        [d for _, ds in arms.values() for d in ds.values()],
+        [e for e, _ in arms.values()],
+        [drafter_model, target_model],
+    )
     return 0
 
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # On a CUDA machine, from the project root, after benchmarks/gpu/make_kit.sh made .gpu-kit/ here:
-#   bash benchmarks/gpu/run.sh PHASES       PHASES: comma list of build,models,load,exact,rows,steps,ours,tuner,ruler,pack
+#   bash benchmarks/gpu/run.sh PHASES       PHASES: comma list of build,models,load,exact,rows,steps,ours,split,ab,tuner,ruler,pack
 # build: stock llama.cpp with CUDA from the pinned source into /tmp/llb (about 5 minutes on 16 cores; reused
 # while the machine stays up); models: zero-weight copies of the default pair and of a 7B-class target, token 0
 # every model's greedy choice; rows: llama-bench's row costs; ours: our engine alone, c against c_floor and
@@ -73,6 +73,18 @@ fi
 if want ours 60; then
   for pair in small 7b; do
     timeout $(( $(left) - 5 )) python3 "$HERE/measure.py" ours $pair ${OURS_ARGS:-} 2>> "$OUT/ours.err" | tee -a "$OUT/ours.md"
+  done
+fi
+
+if want split 60; then  # where a round's Python goes, by phase
+  for pair in small 7b; do
+    timeout $(( $(left) - 5 )) python3 "$HERE/python_split.py" $pair 2>> "$OUT/split.err" | tee -a "$OUT/split.md"
+  done
+fi
+
+if want ab 60; then  # the device's normalisers and the guess's held row, on and off, interleaved
+  for pair in small 7b; do
+    timeout $(( $(left) - 5 )) python3 "$HERE/normaliser_ab.py" $pair ${AB_REPEATS:-5} 2>> "$OUT/ab.err" | tee -a "$OUT/ab.md"
   done
 fi
 

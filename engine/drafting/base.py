@@ -27,8 +27,10 @@ class Draft:
     # The first draft's row was in hand when the round began: during the last round's verify the
     # drafter guessed the target's token, and guessed right (ModelDrafter), so it took no step.
     guessed: bool = field(default=False, kw_only=True)
+    # softmax_parts per row: where the device took the row's softmax (Context.device_parts), from
+    # the start; else computed when first asked for
+    parts: dict[int, tuple[float, float]] = field(default_factory=dict, kw_only=True)
     _dists: dict[int, np.ndarray] = field(default_factory=dict)
-    _parts: dict[int, tuple[float, float]] = field(default_factory=dict)  # softmax_parts per row
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -76,9 +78,9 @@ class Draft:
         return 1 + int(np.count_nonzero(row > row[token]))
 
     def _part(self, i: int) -> tuple[float, float]:
-        parts = self._parts.get(i)
+        parts = self.parts.get(i)
         if parts is None:
-            parts = self._parts[i] = softmax_parts(self.rows[i])
+            parts = self.parts[i] = softmax_parts(self.rows[i])
         return parts
 
     def prepare(self) -> None:
@@ -87,8 +89,8 @@ class Draft:
         if self.rows is None or self.sampler is None or not self.sampler.greedy:
             return
         for i in range(len(self.tokens)):
-            if i not in self._parts:
-                self._parts[i] = softmax_parts(self.rows[i])
+            if i not in self.parts:
+                self.parts[i] = softmax_parts(self.rows[i])
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,7 @@ def choose_draft(
     banned: tuple[int, ...],
     copy: bool = True,
     top: int | None = None,
+    parts: tuple[float, float] | None = None,
 ) -> int | None:
     """A drafter's token at one position, from its logits (copied into `row`, which the Draft keeps).
 
@@ -148,7 +151,8 @@ def choose_draft(
     None where the drafter's top probability is below p_min (stop drafting). With
     copy=False (greedy) the choice is made on `logits` in place, banned tokens set there,
     and the caller copies it into `row` later, before the drafter decodes again. `top` is
-    the greedy token the device already chose from `logits` (Context.device_choices).
+    the greedy token the device already chose from `logits` (Context.device_choices), and `parts`
+    the row's softmax_parts where known (Context.device_parts): p_min then reads no row.
     """
     if copy or not sampler.greedy:
         np.copyto(row, logits)
@@ -161,6 +165,6 @@ def choose_draft(
         token = top
     else:
         token = int(logits.argmax())
-    if p_min > 0.0 and 1.0 / float(np.exp(logits - logits.max()).sum()) < p_min:
+    if p_min > 0.0 and 1.0 / (parts[1] if parts is not None else float(np.exp(logits - logits.max()).sum())) < p_min:
         return None
     return token

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -10,6 +12,15 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, VerifyBatch, choose_draft
 from engine.runtime import Context, Model, RuntimeOptions
 from engine.sampling import Sampler
+
+
+class HeldRow(NamedTuple):
+    """A guess's row, copied during the verify into the first row of the rows the next round drafts into."""
+
+    position: int  # the guess's
+    top: int | None  # the device's greedy token for it, where it chose one
+    parts: tuple[float, float] | None  # its softmax_parts, where the device took them
+    rows: int  # the set of rows (ModelDrafter._rows) that holds it
 
 
 class ModelDrafter:
@@ -26,14 +37,19 @@ class ModelDrafter:
         self.overlaps, self.shape = step_plan(options or model.options, self.ctx.has_state)
         self.guesses = self.overlaps and (options or model.options).drafter_guesses
         self.max_depth = max_depth
-        self._rows = np.empty((max_depth, model.n_vocab), dtype=np.float32)
+        # The drafts' rows, two rounds' worth: a round drafts into the set the round before did not,
+        # so a guess's row can be copied for the next round while this round's are still read.
+        self._rows = np.empty((2, max_depth, model.n_vocab), dtype=np.float32)
+        self._turn = 0  # the set the latest draft wrote
         # The token this drafter guessed the target would choose after the last round's drafts,
         # and its position: decoded during the verify, its row still to be collected.
         self._guess: tuple[int, int] | None = None
+        # Where the guess's row was collected during the verify after all.
+        self._held: HeldRow | None = None
         self.guesses_made = self.guesses_kept = 0
 
     def prefill(self, history: list[int]) -> None:
-        self._guess = None
+        self._guess = self._held = None
         self.ctx.sync(history[:-1])
 
     def draft(
@@ -44,7 +60,9 @@ class ModelDrafter:
             return Draft()
         ctx = self.ctx
         width = self.shape
-        logits = self._guessed_row(history)
+        self._turn ^= 1
+        rows = self._rows[self._turn]
+        logits, held = self._guessed_row(history)
         guessed = logits is not None
         if logits is None:
             # The cache holds a prefix of history (the round rewound it); feed the rest, the
@@ -53,20 +71,28 @@ class ModelDrafter:
             if ctx.n_past > len(history) - width:
                 ctx.rewind(max(0, len(history) - width))
             logits = ctx.decode(history[ctx.n_past :], all_logits=False)
-        rows = self._rows
         tokens: list[int] = []
         # Where the round has side work (a GPU), the last step's row is copied while the target
         # verifies: only a row the next step's decode would overwrite is copied on the way.
         side = ctx.side if sampler.greedy else None
         ahead = ctx.side if self.overlaps else None
+        known: dict[int, tuple[float, float]] = {}  # each row's softmax_parts, where the device took them
         for i in range(k):
             late = side is not None and i + 1 == k
-            tops = ctx.device_choices(banned)
-            top = None if tops is None else tops[-1]  # where the device chose it
-            token = choose_draft(rows[i], logits[-1], sampler, p_min, banned, copy=not late, top=top)
+            if held is not None and i == 0:  # the guess's row, copied to rows[0] during the last verify
+                part = held.parts
+                token = choose_draft(rows[0], rows[0], sampler, p_min, banned, copy=False, top=held.top, parts=part)
+                late = False
+            else:
+                tops = ctx.device_choices(banned)
+                top = None if tops is None else tops[-1]  # where the device chose it
+                part = _device_part(ctx, logits, banned)  # before choose_draft writes the ban into the row
+                token = choose_draft(rows[i], logits[-1], sampler, p_min, banned, copy=not late, top=top, parts=part)
             if token is None:
                 break
             tokens.append(token)
+            if part is not None:
+                known[i] = part
             if late:
                 side.add(functools.partial(np.copyto, rows[i], logits[-1]), reads=ctx)
             if i + 1 == k and ahead is not None:  # launched right after the verify's launch
@@ -77,7 +103,7 @@ class ModelDrafter:
                 if width > 1:
                     ctx.rewind(ctx.n_past - 1)
                 logits = ctx.decode((history[-1:] + tokens)[-width:], all_logits=False)  # no copy of history
-        return Draft(tokens, rows[: len(tokens)], sampler, guessed=guessed and bool(tokens))
+        return Draft(tokens, rows[: len(tokens)], sampler, guessed=guessed and bool(tokens), parts=known)
 
     def _guess_outcome(self, sampler: Sampler, banned: tuple[int, ...]) -> None:
         """During the verify, once the last draft's decode is done: the drafter's own choice after
@@ -85,26 +111,49 @@ class ModelDrafter:
         ctx = self.ctx
         if ctx.n_past >= ctx.n_ctx:
             return
+        fed_at = ctx.fed_at
         row = ctx.collect()[-1]
+        took = time.perf_counter() - fed_at  # the last draft's decode beside the verify, at most
         tops = ctx.device_choices(banned)
         # greedy and p_min 0: always a token
         token = choose_draft(row, row, sampler, 0.0, banned, copy=False, top=None if tops is None else tops[-1])
         ctx.feed([token])
         self._guess = (ctx.n_past - 1, token)
         self.guesses_made += 1
+        ends = ctx.side.ends_at if ctx.side is not None else None
+        if self._holds_in_time(ends, took):
+            # Its row too, into the rows the next round drafts into: that round takes no copy for it.
+            logits = ctx.collect()
+            tops = ctx.device_choices(banned)
+            part = _device_part(ctx, logits, banned)
+            np.copyto(self._rows[self._turn ^ 1][0], logits[-1])
+            self._held = HeldRow(ctx.n_past - 1, None if tops is None else tops[-1], part, self._turn ^ 1)
 
-    def _guessed_row(self, history: list[int]) -> np.ndarray | None:
+    @staticmethod
+    def _holds_in_time(ends: float | None, took: float) -> bool:
+        """Whether the guess's decode, which takes about what the last draft's took, is expected done
+        before the verify (`ends`: when side work's gap is expected to end; None: no limit)."""
+        return ends is None or time.perf_counter() + took <= ends
+
+    def _guessed_row(self, history: list[int]) -> tuple[np.ndarray | None, HeldRow | None]:
         """The row after the last round's guess where it came true (the round kept every draft and
-        the target chose the guess: the cache holds all of history); else None, the guess cut back
-        as a refused draft is."""
+        the target chose the guess: the cache holds all of history), and where the verify's side work
+        held it already (its position, the device's token, its set of rows, now this round's); else
+        (None, None), the guess cut back as a refused draft is."""
         guess, self._guess = self._guess, None
+        held, self._held = self._held, None
         if guess is None:
-            return None
+            return None, None
         ctx = self.ctx
-        if guess != (len(history) - 1, history[-1]) or not ctx.unread or ctx.n_past != len(history):
-            return None
+        if guess != (len(history) - 1, history[-1]) or ctx.n_past != len(history):
+            return None, None
+        if held is not None and held.position == guess[0] and held.rows == self._turn:
+            self.guesses_kept += 1
+            return self._rows[self._turn][:1], held
+        if not ctx.unread:
+            return None, None
         self.guesses_kept += 1
-        return ctx.collect()
+        return ctx.collect(), None
 
     def verified(self, batch: VerifyBatch) -> None:
         """Nothing to learn: the next draft feeds the committed tokens it has not seen."""
@@ -114,15 +163,21 @@ class ModelDrafter:
         if guess is not None and guess[0] == keep:
             keep += 1  # the guess, just past what the round kept: the next draft sees whether it came true
         elif guess is not None:  # kept past by a round that drafted nothing, unchecked: cut back with it
-            keep, self._guess = min(keep, guess[0]), None
+            keep, self._guess, self._held = min(keep, guess[0]), None, None
         self.ctx.rewind(keep)
 
     def reset(self) -> None:
-        self._guess = None
+        self._guess = self._held = None
         self.ctx.clear()
 
     def close(self) -> None:
         self.ctx.close()
+
+
+def _device_part(ctx: Context, logits: np.ndarray, banned: tuple[int, ...]) -> tuple[float, float] | None:
+    """The last row's softmax_parts from the device (Context.device_parts), or None."""
+    parts = ctx.device_parts(logits, banned)
+    return None if parts is None else parts[-1]
 
 
 def step_plan(options: RuntimeOptions, has_state: bool) -> tuple[bool, int]:

@@ -21,6 +21,7 @@ from engine.runtime.devicegreedy import DeviceGreedy
 from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
+from engine.sampling import parts_from_top
 
 # (tokens, position of the first, the model's hidden state per token, [len(tokens), n_embd], or None)
 BatchObserver = Callable[[list[int], int, "np.ndarray | None"], None]
@@ -62,9 +63,12 @@ class Context:
             raise RuntimeFailure(f"llama.cpp could not create a context for {model.path.name}: {reason}")
         self.ptr = ptr
         # Greedy tokens chosen on the device (options.device_argmax): llama.cpp's greedy sampler
-        # runs in the decode's graph, and the rows come from its output instead of the raw logits.
+        # runs in the decode's graph, and the rows come from its output instead of the raw logits;
+        # each row's softmax normaliser too, so its probabilities are lookups (DeviceGreedy).
         self._greedy = DeviceGreedy.attach(ptr, model.n_vocab, max_rows) if self.options.device_argmax else None
         self.argmax: list[int] | None = None  # the latest decode's argmax per output row, where the device took it
+        # and its row's softmax normaliser there (softmax_parts' second half), where the device took that too
+        self.normalisers: list[float] | None = None
         self.memory = llama.llama_get_memory(ptr)
         self.n_ctx: int = llama.llama_n_ctx(ptr)
         self.capacity = min(int(params.n_batch), int(llama.llama_n_batch(ptr)))  # what llama.cpp took, not asked
@@ -73,7 +77,7 @@ class Context:
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._logits = np.empty((0, model.n_vocab), dtype=np.float32)
         self._unread = 0  # the rows of the latest decode when it was fed (Context.feed), until collected
-        self._fed_at = 0.0  # and when it was launched
+        self.fed_at = 0.0  # and when it was launched
         self._batch = llama.llama_batch_init(self.capacity, 0, 1)
         b = self._batch
         self._tokens = np.ctypeslib.as_array(b.token, shape=(self.capacity,))
@@ -199,6 +203,18 @@ class Context:
             return self.argmax
         return [None if t in banned else t for t in self.argmax]
 
+    def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
+        """Each of the latest decode's `rows` (as read, before any ban is written into them) as
+        softmax_parts with `banned` tokens given no probability, from the device's argmax and its
+        normaliser: a lookup, where softmax_parts passes over the row. None for the whole decode
+        where the device gave neither, and for a row where its token is banned."""
+        if self.argmax is None or self.normalisers is None:
+            return None
+        return [
+            None if t in banned else parts_from_top(row, t, p, banned)
+            for row, t, p in zip(rows, self.argmax, self.normalisers)
+        ]
+
     @property
     def n_past(self) -> int:
         return len(self.tokens)
@@ -219,7 +235,7 @@ class Context:
         batch asks for its last row as `decode` does, so it has decode's shape (and reuses its
         graph); nothing reads that row unless `collect` does, and the next decode overwrites it."""
         self._decode(tokens, all_logits=False, read=False)
-        self._unread, self._fed_at = len(tokens), time.perf_counter()
+        self._unread, self.fed_at = len(tokens), time.perf_counter()
 
     @property
     def unread(self) -> bool:
@@ -234,8 +250,8 @@ class Context:
         if not m or not self.ptr:
             raise RuntimeFailure("no fed batch to read")
         t0 = time.perf_counter()
-        self.argmax = None
-        logits, side_llama, exposed = self._read(1, m, self._fed_at, learn=False)
+        self.argmax = self.normalisers = None
+        logits, side_llama, exposed = self._read(1, m, self.fed_at, learn=False)
         took = time.perf_counter() - t0 - side_llama - exposed
         self.decode_s += took
         self.side_exposed_s += exposed
@@ -257,22 +273,22 @@ class Context:
                 "or load the model with a larger context."
             )
         logits = None
-        self.argmax = None
+        self.argmax = self.normalisers = None
         self._unread = 0
         start = 0
         while start < n:
             chunk = tokens[start : start + self.capacity]
             m = len(chunk)
             last_chunk = start + m == n
-            self._tokens[:m] = chunk
             past = len(self.tokens)
-            if m == 1:
-                self._pos[0] = past
+            if m == 1:  # a step: numpy's scalar stores, not its slice assignment from a list
+                self._tokens[0], self._pos[0], self._want[0] = chunk[0], past, 1 if all_logits or last_chunk else 0
             else:
+                self._tokens[:m] = chunk
                 self._pos[:m] = np.arange(past, past + m, dtype=np.int32)
-            self._want[:m] = 1 if all_logits else 0
-            if last_chunk:
-                self._want[m - 1] = 1
+                self._want[:m] = 1 if all_logits else 0
+                if last_chunk:
+                    self._want[m - 1] = 1
             self._batch.n_tokens = m
             if self.side is not None:
                 self.side.run_reading(self)  # before this decode overwrites the logits they read
@@ -319,7 +335,7 @@ class Context:
                 exposed = time.perf_counter() - g0 - side_llama
         w0 = time.perf_counter()
         if self.device_argmax:
-            logits, self.argmax = self._greedy.rows(self.ptr, rows, m)
+            logits, self.argmax, self.normalisers = self._greedy.rows(self.ptr, rows, m)
         else:
             logits = self._logits_view()[:rows]
         done = time.perf_counter()

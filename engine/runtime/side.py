@@ -58,6 +58,8 @@ class SideWork:
         # their context counts: the decode whose gap ran them leaves it out of its own.
         self.llama_s = 0.0
         self.running = False  # inside run(): a job's own read of a decode runs no side work
+        # Inside run(): when its gap's decode is expected done (perf_counter), or None for no limit.
+        self.ends_at: float | None = None
 
     def add(self, fn: Callable[[], Any], reads: object = None, may_wait: bool = False, last: bool = False) -> Job:
         job = Job(fn, reads, may_wait, last)
@@ -77,6 +79,7 @@ class SideWork:
         t0 = time.perf_counter()
         ran = spent = False
         self.running = True
+        self.ends_at = None if budget_s is None else t0 + budget_s / SIDE_WORK_SHARE
         try:
             for job in sorted(self._jobs, key=lambda j: 2 * j.last + j.may_wait):  # stable: in order within each
                 if job not in self._jobs:  # run meanwhile, by a decode's run_reading
@@ -85,11 +88,12 @@ class SideWork:
                     spent = True  # what is left may wait
                     continue
                 self._jobs.remove(job)
-                if job.last and budget_s is not None and time.perf_counter() - t0 >= budget_s / SIDE_WORK_SHARE:
+                if job.last and self.ends_at is not None and time.perf_counter() >= self.ends_at:
                     continue  # past the decode's expected end: dropped
                 ran = job.run() or ran  # a job asked for early (Job.result) has nothing left to do
         finally:
             self.running = False
+            self.ends_at = None
         return ran
 
     def run_reading(self, ctx: object) -> None:

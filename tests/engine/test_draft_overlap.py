@@ -130,14 +130,26 @@ def test_a_fed_batch_leaves_the_cache_as_a_decoded_one(engine, prompts):
 
 
 @pytest.mark.parametrize("depth", [1, 3])
+@pytest.mark.parametrize("in_time", [True, False], ids=["row held in the verify", "row collected after"])
 def test_a_drafter_that_guesses_the_outcome_drafts_and_writes_what_the_usual_one_does(
-    engine, prompts, overlapping, guessing, depth
+    engine, prompts, overlapping, guessing, depth, in_time, monkeypatch
 ):
+    """`in_time`: the guess's decode is expected done before the verify (always, on this CPU), so
+    its row is copied during the verify into the rows the next round drafts into; or it is not, and
+    the next round collects the row when it begins."""
     assert guessing.guesses and not overlapping.guesses and not engine.drafter.guesses
     fed, fed_batches = reply(engine, prompts["code"], depth, overlapping)
+    asked: list[bool] = []
+
+    def holds(ends, took) -> bool:
+        asked.append(ends is None)  # no limit here: the CPU's decodes are done when they return
+        return in_time
+
+    monkeypatch.setattr(guessing, "_holds_in_time", holds)
     made, kept = guessing.guesses_made, guessing.guesses_kept
     events, batches = reply(engine, prompts["code"], depth, guessing)
     made, kept = guessing.guesses_made - made, guessing.guesses_kept - kept
+    assert asked == [True] * made
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     assert tokens == [e for e in fed if isinstance(e, TokenEvent)]  # ids, provenance, probabilities
     rounds = [e for e in events if isinstance(e, RoundEvent) and e.drafted]

@@ -8,7 +8,7 @@ from scipy import stats as sps
 
 from engine import GenerationConfig, Message, SamplingConfig, TokenEvent
 from engine.drafting import Draft
-from engine.sampling import Sampler, residual
+from engine.sampling import Sampler, parts_from_top, residual, softmax_at, softmax_parts
 from engine.speculative import walk
 
 
@@ -92,6 +92,23 @@ def test_the_test_can_fail(real_rows):
         t = sampler.draw(q)
         counts[t] = counts.get(t, 0) + 1
     assert _chi_square(counts, p, n) < 1e-6
+
+
+def test_parts_from_the_normaliser_at_the_top_are_the_rows_own_with_the_ban():
+    """A row's softmax_parts from its argmax and the normaliser there (what the device hands back),
+    with banned tokens then given no probability: the host's parts of the row with the ban written in."""
+    rng = np.random.default_rng(3)
+    row = (rng.standard_normal(5000) * 3).astype(np.float32)
+    top = int(row.argmax())
+    banned = tuple(int(i) for i in np.argsort(row)[-4:-1])  # three of the likeliest after the top
+    z = 1.0 / softmax_at(row, top)
+    assert parts_from_top(row, top, z) == pytest.approx(softmax_parts(row), rel=1e-6)
+    masked = row.copy()
+    masked[list(banned)] = -np.inf
+    largest, total = parts_from_top(row, top, z, banned)
+    assert (largest, total) == pytest.approx(softmax_parts(masked), rel=1e-6)
+    assert total < z - 0.01  # the ban took a real share out
+    assert parts_from_top(row, top, 0.5) is None and parts_from_top(row, top, float("nan")) is None
 
 
 def test_residual_is_normalised_max_of_difference():
