@@ -129,13 +129,12 @@ def parts_from_top(
 ) -> tuple[float, float] | None:
     """softmax_parts of `row` from its argmax `top` and the normaliser there, sum(exp(row -
     row[top])) (the device's, of the row as it came), with `banned` tokens then given no
-    probability: their terms taken out. None where the normaliser is no number of at least 1."""
-    if not normaliser >= 1.0:
-        return None
+    probability: their terms taken out. None where that is no number of at least 1 (the top's own
+    term), a NaN in the row for one."""
     largest = float(row[top])
     for b in banned:  # a few end-of-turn ids: a loop costs less than numpy's fancy indexing
         normaliser -= math.exp(float(row[b]) - largest)
-    return largest, normaliser
+    return (largest, normaliser) if normaliser >= 1.0 else None
 
 
 def softmax_at(row: np.ndarray, token: int, parts: tuple[float, float] | None = None) -> float:

@@ -13,7 +13,6 @@ import ctypes
 import functools
 import math
 
-import llama_cpp._ctypes_extensions as llama_ext
 import llama_cpp.llama_cpp as llama
 import numpy as np
 
@@ -34,7 +33,9 @@ class DeviceGreedy:
         self._checked = False
         self._address = 0
         self._rows = np.empty((0, n_vocab), dtype=np.float32)
-        self.normalisers = normalisers  # whether Normaliser is in the chain
+        self.normalisers = normalisers  # whether Normaliser is in the chain (and still asked)
+        # the interface its llama_sampler points at, held as long as the chain that owns it
+        self._interface = Normaliser.interface() if normalisers else None
 
     @classmethod
     def attach(cls, ctx: object, n_vocab: int, max_rows: int) -> DeviceGreedy | None:
@@ -70,6 +71,8 @@ class DeviceGreedy:
         argmax = [llama.llama_get_sampled_token_ith(ctx, first + i) for i in range(rows)]
         named = min(argmax) >= 0 and max(argmax) < view.shape[1]
         sums = self._normalisers(ctx, first, rows) if named else None
+        if named and sums is None:
+            self.normalisers = False  # none came back: every probability is the host's from now on
         if not self._checked:
             # Once per context, the device's choice is checked against the rows it came with (a
             # tie may pick another index of the same value), and its normaliser against the
@@ -139,7 +142,9 @@ class Normaliser:
 
     @staticmethod
     @functools.cache
-    def _interface() -> tuple[_SamplerI, tuple[object, ...]] | None:
+    def interface() -> tuple[_SamplerI, tuple[object, ...]] | None:
+        """The one llama_sampler_i of this kind and the callbacks it points at; None where ggml's
+        graph functions cannot be found."""
         ggml = _ggml_base()
         if ggml is None:
             return None
@@ -162,7 +167,9 @@ class Normaliser:
         keep = (
             name_t(lambda _smpl: ctypes.addressof(Normaliser._NAME)),
             apply_t(lambda _smpl, _cur: None),  # never asked on the host: the chain's greedy sampler is
-            init_t(lambda _smpl, _buft, _n: True),  # get_rows, sub, exp, sum: every backend llama.cpp has
+            # get_rows, sub, exp and sum, which every backend llama.cpp has runs; not probed here, as
+            # greedy's own init does: the first decode's check stands for it (DeviceGreedy.rows)
+            init_t(lambda _smpl, _buft, _n: True),
             backend_apply_t(backend_apply),
         )
         iface = _SamplerI()
@@ -174,7 +181,7 @@ class Normaliser:
     @classmethod
     def make(cls) -> object | None:
         """A new llama_sampler of this kind, for a chain to own; None where ggml cannot be reached."""
-        found = cls._interface()
+        found = cls.interface()
         if found is None:
             return None
         iface, _ = found
@@ -182,11 +189,9 @@ class Normaliser:
 
 
 def _ggml_base() -> ctypes.CDLL | None:
-    """ggml's base library beside the llama.cpp library in use, its graph functions typed; None where absent."""
-    try:
-        lib = llama_ext.load_shared_library("ggml-base", llama._base_path)
-    except (FileNotFoundError, OSError, RuntimeError):
-        return None
+    """ggml's graph functions, typed, from the llama.cpp library in use (its own ggml: a symbol
+    looked up through it searches the libraries it loaded); None where one is missing."""
+    lib = llama._lib
     p, i64 = ctypes.c_void_p, ctypes.c_int64
     for fn, args, res in (
         ("ggml_nelements", [p], i64),

@@ -82,7 +82,6 @@ def _init_backend() -> None:
 
 
 @functools.cache
-@functools.cache  # asked on every decode (RuntimeOptions.on_gpu): a lock and a call into llama.cpp each time
 def offloads_to_gpu() -> bool:
     """Whether this llama.cpp build runs layers on a GPU (Metal, CUDA, ...): fixed for the process."""
     _init_backend()
