@@ -135,7 +135,8 @@ def speculative_round(
 
     rows = target.decode([history[-1], *draft.tokens], all_logits=True) if prefill_row is None else prefill_row[None, :]
     # Where the device took each row's softmax, every probability in them is a lookup: none is put off.
-    parts = target.device_parts(rows, banned) if prefill_row is None and sampler.greedy else None
+    asked = config.probabilities and prefill_row is None and sampler.greedy
+    parts = target.device_parts(rows, banned) if asked else None
     if banned:
         rows[:, banned] = -np.inf
     if side is not None:

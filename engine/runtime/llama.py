@@ -10,21 +10,18 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 
 import llama_cpp.llama_cpp as llama
-import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.devicegreedy import DeviceGreedy
 from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
+from engine.runtime.observers import BatchObserver, BatchObservers
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
 from engine.sampling import parts_from_top
-
-# (tokens, position of the first, the model's hidden state per token, [len(tokens), n_embd], or None)
-BatchObserver = Callable[[list[int], int, "np.ndarray | None"], None]
 
 
 class Context:
@@ -96,9 +93,7 @@ class Context:
         self._busy = BusyTimes()  # on a GPU, how long a decode keeps the device busy: side work's budget
         self.rewinds_replayed = 0  # rewinds past the snapshots, done by decoding the kept tokens again
         # Drafters that read the target's hidden states (an MTP head): every decoded batch.
-        self._observers: list[tuple[BatchObserver, bool]] = []  # and whether it wants hidden states
-        self._paused = 0  # observers_paused() nesting: while above 0, no observer is told anything
-        self._hidden_width = 0
+        self.observers = BatchObservers(self)
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): ends a decode mid-batch
         # How far back the latest batch can be undone: anything for a KV cache; for a
         # recurrent state, the snapshots llama.cpp keeps (0 where the architecture has none).
@@ -108,43 +103,15 @@ class Context:
         """Hand every batch this context decodes to `observer`: its tokens, first position and, where
         asked, the model's hidden state for each token (the input of its MTP head; else None).
         Returns the way to stop."""
-        entry = (observer, hidden_states)
-        self._observers.append(entry)
-        self._want_hidden_states()
+        return self.observers.add(observer, hidden_states)
 
-        def stop() -> None:
-            if entry in self._observers:
-                self._observers.remove(entry)
-            if self.ptr:
-                self._want_hidden_states()
-
-        return stop
-
-    @contextmanager
-    def observers_paused(self) -> Iterator[None]:
+    def observers_paused(self) -> AbstractContextManager[None]:
         """Decode without telling the observers (nor computing hidden states for them): a plain reply."""
-        self._paused += 1
-        self._want_hidden_states()
-        try:
-            yield
-        finally:
-            self._paused -= 1
-            if self.ptr:
-                self._want_hidden_states()
+        return self.observers.paused()
 
-    def _want_hidden_states(self) -> None:
-        wanted = not self._paused and any(hidden for _, hidden in self._observers)
-        llama_ext.llama_set_embeddings_nextn(self.ptr, wanted, False)  # unmasked: a row for every token
-        self._hidden_width = int(llama.llama_model_n_embd_out(self.model.ptr)) if wanted else 0
-
-    def _tell_observers(self, tokens: list[int], start: int) -> None:
-        n, width = len(tokens), self._hidden_width
-        hidden = None
-        if width:
-            ptr = llama_ext.llama_get_embeddings_nextn(self.ptr)
-            hidden = np.ctypeslib.as_array(ptr, shape=(n * width,)).reshape(n, width).copy()
-        for observer, wants in list(self._observers):
-            observer(tokens, start, hidden if wants else None)
+    @property
+    def _observers(self) -> list:
+        return self.observers.entries
 
     @contextmanager
     def stoppable(self, cancelled: Callable[[], bool]) -> Iterator[None]:
@@ -313,8 +280,8 @@ class Context:
                 logits, side_llama, exposed = self._read(m if all_logits else 1, m, time.perf_counter(), learn=True)
             self.decode_s += time.perf_counter() - t0 - side_llama - exposed
             self.side_exposed_s += exposed
-            if self._observers and not self._paused:
-                self._tell_observers(chunk, past)
+            if self.observers.listening:
+                self.observers.tell(chunk, past)
             start += m
         return logits
 
