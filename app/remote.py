@@ -108,8 +108,16 @@ class ThermalSource:
             self._clear()
         self.remote = remote
         self.sampler = ThermalSampler(interval=REMOTE_THERMAL_S if remote else 1.0, provider=remote_reader)
-        self._unsubscribe = self.sampler.subscribe(self._emit)
+        self._unsubscribe = self.sampler.subscribe(self._deliver)
         self.sampler.start()
+
+    def _deliver(self, reading: ThermalReading) -> None:
+        """A reading to the chart, from the sampler's thread; where the window that showed it is gone
+        (Qt deleted its signal's source), the sampling ends with it."""
+        try:
+            self._emit(reading)
+        except RuntimeError:
+            self.stop()
 
     def stop(self) -> None:
         self._unsubscribe()

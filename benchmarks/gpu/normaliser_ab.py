@@ -1,11 +1,13 @@
 """The device's softmax normaliser (DeviceGreedy's Normaliser) and the guess's row held during the
-verify, each on and off, interleaved in one process on the same loaded models.
+verify, each on and off; or the draft model's rows kept on the device (RowKeeper) or taken in:
+interleaved in one process on the same loaded models.
 
-  PYTHONPATH=.:.gpu-kit/py python3 benchmarks/gpu/normaliser_ab.py PAIR [REPEATS]      (run.sh's "ab")
+  PYTHONPATH=.:.gpu-kit/py python3 benchmarks/gpu/normaliser_ab.py PAIR [REPEATS [kept]]   (run.sh's "ab")
 
 Four arms (normalisers on or off in both contexts, the guess's row held or collected when the next
-round begins), the draft model stepped as on CUDA by default, every draft accepted, the app's
-probabilities on; each depth's arms in turn, REPEATS times (5 by default), medians.
+round begins; with `kept`, two: the drafter's rows kept or taken in, normalisers on, the row held),
+the draft model stepped as on CUDA by default, every draft accepted, the app's probabilities on;
+each depth's arms in turn, REPEATS times (5 by default), medians.
 """
 
 from __future__ import annotations
@@ -29,12 +31,18 @@ def main() -> int:
 
     pair = sys.argv[1]
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    kept = sys.argv[3:] == ["kept"]
     target_path, drafter_path = _pair(pair)
     options = RuntimeOptions(n_ctx=4096)
     target, drafter_model = Model(target_path, options), Model(drafter_path, options)
     make = devicegreedy.Normaliser.make
     arms = {}
-    for sums in ("on", "off"):
+    if kept:  # (rows kept, held): the engine's defaults but the one switch
+        eng = Engine(target, None, options)
+        for keep in ("on", "off"):
+            steps = replace(options, **DRAFTER_STEPS["guess"], keep_draft_rows=keep == "on")
+            arms[keep, "on"] = (eng, ModelDrafter(drafter_model, steps))
+    for sums in () if kept else ("on", "off"):
         # the contexts made here attach the normaliser, or not
         devicegreedy.Normaliser.make = make if sums == "on" else classmethod(lambda cls: None)
         eng = Engine(target, None, options)
@@ -55,9 +63,13 @@ def main() -> int:
         return stats
 
     print(f"[{pair}] median of {repeats}, the arms in turn; {WHOLE_ROUNDS} tokens, every draft accepted")
-    print("| pair | depth | normalisers | guess's row held | ms/round | Python ms | Python share | tok/s |")
+    print(
+        f"| pair | depth | {'rows kept' if kept else 'normalisers'} | guess's row held | ms/round | Python ms | Python share | tok/s |"
+    )
     print("|---|---:|---|---|---:|---:|---:|---:|")
     for depth in (0, 1, 2, 3, 4):
+        if not depth and kept:
+            continue  # no drafter at depth 0
         turn = list(arms) if depth else [("on", "on"), ("off", "on")]  # no guess at depth 0
         for arm in turn:
             once(arm, depth, 8)  # warm-up

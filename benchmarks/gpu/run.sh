@@ -84,7 +84,7 @@ fi
 
 if want ab 60; then  # the device's normalisers and the guess's held row, on and off, interleaved
   for pair in small 7b; do
-    timeout $(( $(left) - 5 )) python3 "$HERE/normaliser_ab.py" $pair ${AB_REPEATS:-5} 2>> "$OUT/ab.err" | tee -a "$OUT/ab.md"
+    timeout $(( $(left) - 5 )) python3 "$HERE/normaliser_ab.py" $pair ${AB_REPEATS:-5} ${AB_MODE:-} 2>> "$OUT/ab.err" | tee -a "$OUT/ab.md"
   done
 fi
 

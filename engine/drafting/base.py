@@ -15,14 +15,23 @@ import numpy as np
 from engine.sampling import Sampler, softmax_at, softmax_parts
 
 
+class Rows(Protocol):
+    """A draft's logits rows, one a position: an array, or rows fetched when read (KeptRows)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int) -> np.ndarray: ...
+
+
 @dataclass
 class Draft:
     """Proposed tokens with what the drafter knew when it proposed them."""
 
     tokens: list[int] = field(default_factory=list)
-    # The drafter's logits row at each position (copies), or None for a drafter with no
-    # distribution. Probabilities are computed from them only when something asks.
-    rows: np.ndarray | None = None
+    # The drafter's logits row at each position (copies, or rows the device kept, fetched when
+    # read), or None for a drafter with no distribution. Probabilities are computed from them
+    # only when something asks; a greedy draft's own token's is its row's parts alone.
+    rows: Rows | None = None
     sampler: Sampler | None = None
     # The first draft's row was in hand when the round began: during the last round's verify the
     # drafter guessed the target's token, and guessed right (ModelDrafter), so it took no step.
@@ -60,7 +69,10 @@ class Draft:
                 out[i] = float(self.distribution(i)[t])
             return out
         for i, t in wanted:
-            out[i] = softmax_at(self.rows[i], t, self._part(i))
+            if t == self.tokens[i] and i in self.parts:  # the row's argmax: exp(0) over the normaliser
+                out[i] = 1.0 / self.parts[i][1]
+            else:
+                out[i] = softmax_at(self.rows[i], t, self._part(i))
         return out
 
     def confidences(self) -> tuple[float, ...]:

@@ -11,6 +11,7 @@ import numpy as np
 from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, VerifyBatch, choose_draft
 from engine.runtime import Context, Model, RuntimeOptions
+from engine.runtime.keptrows import MAX_BANNED
 from engine.sampling import Sampler
 
 
@@ -33,12 +34,17 @@ class ModelDrafter:
     def __init__(self, model: Model, options: RuntimeOptions | None = None, max_depth: int = MAX_DEPTH) -> None:
         self.model = model
         self.name = model.name
-        self.ctx = Context(model, options, max_rows=1)
-        self.overlaps, self.shape = step_plan(options or model.options, self.ctx.has_state)
-        self.guesses = self.overlaps and (options or model.options).drafter_guesses
+        opts = options or model.options
         self.max_depth = max_depth
+        # Where the device keeps the drafts' rows (Context.keeps_rows): two rounds' worth of slots,
+        # as on the host, and a spare for the rows no draft keeps (the guess's, a prefill's).
+        self._spare = 2 * max_depth
+        self.ctx = Context(model, options, max_rows=1, kept_rows=self._spare + 1 if opts.draft_rows_kept else 0)
+        self.overlaps, self.shape = step_plan(opts, self.ctx.has_state)
+        self.guesses = self.overlaps and opts.drafter_guesses
         # The drafts' rows, two rounds' worth: a round drafts into the set the round before did not,
         # so a guess's row can be copied for the next round while this round's are still read.
+        # Where the device keeps them, a row comes here only when read (KeptRows).
         self._rows = np.empty((2, max_depth, model.n_vocab), dtype=np.float32)
         self._turn = 0  # the set the latest draft wrote
         # The token this drafter guessed the target would choose after the last round's drafts,
@@ -50,6 +56,7 @@ class ModelDrafter:
 
     def prefill(self, history: list[int]) -> None:
         self._guess = self._held = None
+        self._aim(self._spare, ())
         self.ctx.sync(history[:-1])
 
     def draft(
@@ -62,6 +69,8 @@ class ModelDrafter:
         width = self.shape
         self._turn ^= 1
         rows = self._rows[self._turn]
+        first = self._turn * self.max_depth  # the slot of this round's first row, where the device keeps them
+        kept = KeptRows(ctx, first, rows, banned) if ctx.keeps_rows else None
         logits, held = self._guessed_row(history)
         guessed = logits is not None
         if logits is None:
@@ -70,24 +79,30 @@ class ModelDrafter:
             # tokens: a row already cached is decoded again, to the same keys and values.
             if ctx.n_past > len(history) - width:
                 ctx.rewind(max(0, len(history) - width))
+            self._aim(first, banned)
             logits = ctx.decode(history[ctx.n_past :], all_logits=False)
         tokens: list[int] = []
         # Where the round has side work (a GPU), the last step's row is copied while the target
-        # verifies: only a row the next step's decode would overwrite is copied on the way.
-        side = ctx.side if sampler.greedy else None
+        # verifies: only a row the next step's decode would overwrite is copied on the way (none
+        # where the device keeps the rows).
+        side = ctx.side if sampler.greedy and kept is None else None
         ahead = ctx.side if self.overlaps else None
         known: dict[int, tuple[float, float]] = {}  # each row's softmax_parts, where the device took them
         for i in range(k):
             late = side is not None and i + 1 == k
-            if held is not None and i == 0:  # the guess's row, copied to rows[0] during the last verify
-                part = held.parts
-                token = choose_draft(rows[0], rows[0], sampler, p_min, banned, copy=False, top=held.top, parts=part)
-                late = False
+            from_held = held is not None and i == 0
+            if from_held:  # the guess's row, copied to rows[0] (or kept) during the last verify
+                top, part, source, late = held.top, held.parts, rows[0], False
             else:
                 tops = ctx.device_choices(banned)
                 top = None if tops is None else tops[-1]  # where the device chose it
                 part = _device_part(ctx, logits, banned)  # before choose_draft writes the ban into the row
-                token = choose_draft(rows[i], logits[-1], sampler, p_min, banned, copy=not late, top=top, parts=part)
+                source = logits[-1]
+            if kept is not None:
+                token = _kept_choice(kept, i, sampler, p_min, banned, top, part)
+            else:
+                copy = not late and not from_held
+                token = choose_draft(rows[i], source, sampler, p_min, banned, copy=copy, top=top, parts=part)
             if token is None:
                 break
             tokens.append(token)
@@ -96,14 +111,28 @@ class ModelDrafter:
             if late:
                 side.add(functools.partial(np.copyto, rows[i], logits[-1]), reads=ctx)
             if i + 1 == k and ahead is not None:  # launched right after the verify's launch
-                ahead.add(functools.partial(ctx.feed, [token]))
+                ahead.add(functools.partial(self._feed, self._spare, token, banned))
                 if self.guesses and sampler.greedy:
                     ahead.add(functools.partial(self._guess_outcome, sampler, banned), last=True)
             if i + 1 < k:
                 if width > 1:
                     ctx.rewind(ctx.n_past - 1)
+                self._aim(first + i + 1, banned)
                 logits = ctx.decode((history[-1:] + tokens)[-width:], all_logits=False)  # no copy of history
-        return Draft(tokens, rows[: len(tokens)], sampler, guessed=guessed and bool(tokens), parts=known)
+        if kept is not None:
+            kept.n = len(tokens)
+        drafted = rows[: len(tokens)] if kept is None else kept
+        return Draft(tokens, drafted, sampler, guessed=guessed and bool(tokens), parts=known)
+
+    def _aim(self, slot: int, banned: tuple[int, ...]) -> None:
+        """Where the device keeps the rows: the next decode's goes to `slot`, with the ban's logits
+        where there is room for them (else the rows it needs are fetched)."""
+        if self.ctx.keeps_rows:
+            self.ctx.keep_at(slot, banned if len(banned) <= MAX_BANNED else ())
+
+    def _feed(self, slot: int, token: int, banned: tuple[int, ...]) -> None:
+        self._aim(slot, banned)
+        self.ctx.feed([token])
 
     def _guess_outcome(self, sampler: Sampler, banned: tuple[int, ...]) -> None:
         """During the verify, once the last draft's decode is done: the drafter's own choice after
@@ -112,22 +141,29 @@ class ModelDrafter:
         if ctx.n_past >= ctx.n_ctx:
             return
         fed_at = ctx.fed_at
-        row = ctx.collect()[-1]
+        logits = ctx.collect()
         took = time.perf_counter() - fed_at  # the last draft's decode beside the verify, at most
         tops = ctx.device_choices(banned)
-        # greedy and p_min 0: always a token
-        token = choose_draft(row, row, sampler, 0.0, banned, copy=False, top=None if tops is None else tops[-1])
-        ctx.feed([token])
+        token = None if tops is None else tops[-1]  # greedy and p_min 0: the device's token, where it chose one
+        if token is None:  # else the row's scan (where the device keeps the rows, the row fetched)
+            row = (
+                KeptRows(ctx, self._spare, self._rows[self._turn ^ 1, :1], banned)[0] if ctx.keeps_rows else logits[-1]
+            )
+            token = choose_draft(row, row, sampler, 0.0, banned, copy=False)
+        nxt = self._turn ^ 1  # the set of rows the next round drafts into
+        self._feed(nxt * self.max_depth, token, banned)
         self._guess = (ctx.n_past - 1, token)
         self.guesses_made += 1
         ends = ctx.side.ends_at if ctx.side is not None else None
         if self._holds_in_time(ends, took):
-            # Its row too, into the rows the next round drafts into: that round takes no copy for it.
+            # Its row too, into the rows the next round drafts into (where the device keeps the
+            # rows, it went to their first slot): that round takes no copy for it.
             logits = ctx.collect()
             tops = ctx.device_choices(banned)
             part = _device_part(ctx, logits, banned)
-            np.copyto(self._rows[self._turn ^ 1][0], logits[-1])
-            self._held = HeldRow(ctx.n_past - 1, None if tops is None else tops[-1], part, self._turn ^ 1)
+            if not ctx.keeps_rows:
+                np.copyto(self._rows[nxt][0], logits[-1])
+            self._held = HeldRow(ctx.n_past - 1, None if tops is None else tops[-1], part, nxt)
 
     @staticmethod
     def _holds_in_time(ends: float | None, took: float) -> bool:
@@ -164,6 +200,8 @@ class ModelDrafter:
             keep += 1  # the guess, just past what the round kept: the next draft sees whether it came true
         elif guess is not None:  # kept past by a round that drafted nothing, unchecked: cut back with it
             keep, self._guess, self._held = min(keep, guess[0]), None, None
+        if self.ctx.has_state:  # a rewind past the snapshots decodes again: into no draft's row
+            self._aim(self._spare, ())
         self.ctx.rewind(keep)
 
     def reset(self) -> None:
@@ -172,6 +210,45 @@ class ModelDrafter:
 
     def close(self) -> None:
         self.ctx.close()
+
+
+class KeptRows:
+    """A draft's rows where the device kept them (Context.keeps_rows), from slot `first` on: each
+    copied into `host` the first time it is read, with the ban written in as choose_draft writes it."""
+
+    def __init__(self, ctx: Context, first: int, host: np.ndarray, banned: tuple[int, ...]) -> None:
+        self._ctx, self._first, self._host, self._banned = ctx, first, host, list(banned)
+        self._fetched: set[int] = set()
+        self.n = len(host)  # the rows the draft has (set once it is drafted)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        row = self._host[i]
+        if i not in self._fetched:
+            self._ctx.kept_row(self._first + i, row)
+            if self._banned:
+                row[self._banned] = -np.inf
+            self._fetched.add(i)
+        return row
+
+
+def _kept_choice(
+    rows: KeptRows,
+    i: int,
+    sampler: Sampler,
+    p_min: float,
+    banned: tuple[int, ...],
+    top: int | None,
+    part: tuple[float, float] | None,
+) -> int | None:
+    """choose_draft where the device kept the row: greedy with the device's token and parts, no
+    row is read; else the row is fetched and chosen from as on the host."""
+    if sampler.greedy and top is not None and part is not None:
+        return None if p_min > 0.0 and 1.0 / part[1] < p_min else top
+    row = rows[i]
+    return choose_draft(row, row, sampler, p_min, banned, copy=False, top=top, parts=part)
 
 
 def _device_part(ctx: Context, logits: np.ndarray, banned: tuple[int, ...]) -> tuple[float, float] | None:

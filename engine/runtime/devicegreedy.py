@@ -17,6 +17,8 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.errors import RuntimeFailure
+from engine.runtime.ggmlapi import SamplerInterface, ggml_functions
+from engine.runtime.keptrows import KEPT_WIDTH, RowKeeper
 from engine.sampling import softmax_parts
 
 # How far the device's normaliser may sit from the host's own (softmax_parts) of the same row,
@@ -27,7 +29,9 @@ NORMALISER_TOLERANCE = 1e-4
 class DeviceGreedy:
     """llama.cpp's greedy sampler attached to one context, and the rows it passes on."""
 
-    def __init__(self, chain: object, n_vocab: int, max_rows: int, normalisers: bool) -> None:
+    def __init__(
+        self, chain: object, n_vocab: int, max_rows: int, normalisers: bool, keeper: RowKeeper | None = None
+    ) -> None:
         self._chain: object | None = chain
         self._shape = (max_rows, n_vocab)
         self._checked = False
@@ -36,19 +40,30 @@ class DeviceGreedy:
         self.normalisers = normalisers  # whether Normaliser is in the chain (and still asked)
         # the interface its llama_sampler points at, held as long as the chain that owns it
         self._interface = Normaliser.interface() if normalisers else None
+        # where the rows stay on the device (RowKeeper, last in the chain) and a few floats come back
+        self.keeper = keeper if keeper is not None and keeper.allocated else None
+        self._owned_keeper = keeper  # freed with the chain, allocated or not
 
     @classmethod
-    def attach(cls, ctx: object, n_vocab: int, max_rows: int) -> DeviceGreedy | None:
-        """The sampler in ctx's decodes, the Normaliser after it where ggml can be reached; None
+    def attach(cls, ctx: object, n_vocab: int, max_rows: int, kept_rows: int = 0) -> DeviceGreedy | None:
+        """The sampler in ctx's decodes, the Normaliser after it where ggml can be reached, and a
+        RowKeeper of `kept_rows` slots last where asked (one row a decode, with the Normaliser); None
         where the backend cannot run it."""
         chain = llama.llama_sampler_chain_init(llama.llama_sampler_chain_default_params())
         llama.llama_sampler_chain_add(chain, llama.llama_sampler_init_greedy())  # the chain owns it
         normaliser = Normaliser.make()
         if normaliser is not None:
             llama.llama_sampler_chain_add(chain, normaliser)  # after greedy: it reads the greedy token
+        keeper = None
+        if kept_rows and normaliser is not None and max_rows == 1:
+            keeper = RowKeeper(n_vocab, kept_rows)
+            if keeper.usable:
+                llama.llama_sampler_chain_add(chain, keeper.sampler())  # last: it replaces what comes back
         if llama.llama_set_sampler(ctx, 0, chain):
-            return cls(chain, n_vocab, max_rows, normaliser is not None)
+            return cls(chain, n_vocab, max_rows, normaliser is not None, keeper)
         llama.llama_sampler_free(chain)
+        if keeper is not None:
+            keeper.close()
         return None
 
     @property
@@ -58,7 +73,9 @@ class DeviceGreedy:
     def rows(self, ctx: object, rows: int, m: int) -> tuple[np.ndarray, list[int] | None, list[float] | None]:
         """The last `rows` rows of a batch of m (the logits, unchanged), the device's argmax of each
         and the row's softmax normaliser at it, sum(exp(row - row[argmax])); None for the argmax
-        where the host must scan the rows, and for the normalisers where the device gave none."""
+        where the host must scan the rows, and for the normalisers where the device gave none.
+        Where a keeper holds the rows, each "row" is what came back instead (KEPT_WIDTH floats: the
+        argmax's logit, then the banned tokens')."""
         first = m - rows  # the batch index of the first row with logits
         ptr = llama.llama_get_sampled_logits_ith(ctx, first)
         if not ptr:
@@ -67,9 +84,10 @@ class DeviceGreedy:
         if address != self._address:
             self._rows = np.ctypeslib.as_array(ptr, shape=self._shape)
             self._address = address
-        view = self._rows[:rows]
+        keeper = self.keeper
+        view = self._rows[:rows] if keeper is None else self._rows[:rows, :KEPT_WIDTH]
         argmax = [llama.llama_get_sampled_token_ith(ctx, first + i) for i in range(rows)]
-        named = min(argmax) >= 0 and max(argmax) < view.shape[1]
+        named = min(argmax) >= 0 and max(argmax) < self._shape[1]
         sums = self._normalisers(ctx, first, rows) if named else None
         if named and sums is None:
             self.normalisers = False  # none came back: every probability is the host's from now on
@@ -77,19 +95,29 @@ class DeviceGreedy:
             # Once per context, the device's choice is checked against the rows it came with (a
             # tie may pick another index of the same value), and its normaliser against the
             # host's; a backend that errs, or names no token, is not used again.
-            wrong = not named or any(view[i, t] != view[i].max() for i, t in enumerate(argmax))
+            full = self._full(view)
+            wrong = not named or any(full[i, t] != full[i].max() for i, t in enumerate(argmax))
             if not wrong and sums is not None:
                 wrong = any(
-                    not math.isclose(z, softmax_parts(view[i])[1], rel_tol=NORMALISER_TOLERANCE)
+                    not math.isclose(z, softmax_parts(full[i])[1], rel_tol=NORMALISER_TOLERANCE)
                     for i, z in enumerate(sums)
+                )
+            if not wrong and keeper is not None:  # what came back is the row's own
+                wrong = view[0, 0] != full[0, argmax[0]] or any(
+                    view[0, 1 + j] != full[0, b] for j, b in enumerate(keeper.banned)
                 )
             if wrong:
                 self.detach(ctx)
-                return view, None, None  # the host scans this decode's rows, and every one after
+                return full, None, None  # the host scans this decode's rows, and every one after
             self._checked = True
         elif not named:
-            return view, None, None  # no token (a row of NaNs gives the kernel none above -FLT_MAX): the host scans
+            return self._full(view), None, None  # no token (a row of NaNs has none above -FLT_MAX): the host scans
         return view, argmax, sums
+
+    def _full(self, view: np.ndarray) -> np.ndarray:
+        """The latest decode's rows themselves: `view`, or the row its keeper holds (fetched)."""
+        keeper = self.keeper
+        return view if keeper is None else keeper.fetch(keeper.slot, np.empty(self._shape[1], np.float32))[None]
 
     def _normalisers(self, ctx: object, first: int, rows: int) -> list[float] | None:
         if not self.normalisers:
@@ -112,18 +140,9 @@ class DeviceGreedy:
         if self._chain is not None:
             llama.llama_sampler_free(self._chain)
             self._chain = None
-
-
-class _SamplerI(ctypes.Structure):
-    """llama.h's llama_sampler_i, every member a plain function pointer (NULL where unused)."""
-
-    _fields_ = [
-        (name, ctypes.c_void_p)
-        for name in (
-            "name", "accept", "apply", "reset", "clone", "free", "backend_init", "backend_accept",
-            "backend_apply", "backend_set_input", "backend_reset", "copy_state",
-        )
-    ]  # fmt: skip
+        self.keeper = None
+        if self._owned_keeper is not None:
+            self._owned_keeper.close()  # after the chain whose graphs read its tensors
 
 
 class Normaliser:
@@ -142,7 +161,7 @@ class Normaliser:
 
     @staticmethod
     @functools.cache
-    def interface() -> tuple[_SamplerI, tuple[object, ...]] | None:
+    def interface() -> tuple[SamplerInterface, tuple[object, ...]] | None:
         """The one llama_sampler_i of this kind and the callbacks it points at; None where ggml's
         graph functions cannot be found."""
         ggml = _ggml_base()
@@ -172,7 +191,7 @@ class Normaliser:
             init_t(lambda _smpl, _buft, _n: True),
             backend_apply_t(backend_apply),
         )
-        iface = _SamplerI()
+        iface = SamplerInterface()
         iface.name, iface.apply, iface.backend_init, iface.backend_apply = (
             ctypes.cast(f, ctypes.c_void_p).value for f in keep
         )
@@ -189,21 +208,16 @@ class Normaliser:
 
 
 def _ggml_base() -> ctypes.CDLL | None:
-    """ggml's graph functions, typed, from the llama.cpp library in use (its own ggml: a symbol
-    looked up through it searches the libraries it loaded); None where one is missing."""
-    lib = llama._lib
+    """ggml's graph functions the normaliser builds with; None where one is missing."""
     p, i64 = ctypes.c_void_p, ctypes.c_int64
-    for fn, args, res in (
-        ("ggml_nelements", [p], i64),
-        ("ggml_reshape_1d", [p, p, i64], p),
-        ("ggml_reshape_2d", [p, p, i64, i64], p),
-        ("ggml_get_rows", [p, p, p], p),
-        ("ggml_sub", [p, p, p], p),
-        ("ggml_exp", [p, p], p),
-        ("ggml_sum", [p, p], p),
-    ):
-        f = getattr(lib, fn, None)
-        if f is None:
-            return None
-        f.argtypes, f.restype = args, res
-    return lib
+    return ggml_functions(
+        (
+            ("ggml_nelements", [p], i64),
+            ("ggml_reshape_1d", [p, p, i64], p),
+            ("ggml_reshape_2d", [p, p, i64, i64], p),
+            ("ggml_get_rows", [p, p, p], p),
+            ("ggml_sub", [p, p, p], p),
+            ("ggml_exp", [p, p], p),
+            ("ggml_sum", [p, p], p),
+        )
+    )

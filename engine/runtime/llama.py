@@ -27,7 +27,7 @@ from engine.sampling import parts_from_top
 class Context:
     """One inference context on a model: its KV cache, one reusable batch, timing."""
 
-    def __init__(self, model: Model, options: RuntimeOptions | None = None, max_rows: int = 1):
+    def __init__(self, model: Model, options: RuntimeOptions | None = None, max_rows: int = 1, kept_rows: int = 0):
         if model.vocab_only:
             raise ValueError("a vocabulary-only model cannot decode")
         self.model = model
@@ -62,7 +62,11 @@ class Context:
         # Greedy tokens chosen on the device (options.device_argmax): llama.cpp's greedy sampler
         # runs in the decode's graph, and the rows come from its output instead of the raw logits;
         # each row's softmax normaliser too, so its probabilities are lookups (DeviceGreedy).
-        self._greedy = DeviceGreedy.attach(ptr, model.n_vocab, max_rows) if self.options.device_argmax else None
+        # With kept_rows (a draft model's steps) each row stays on the device, in the slot named
+        # before its decode (keep_at), and only the floats the round reads come back (RowKeeper).
+        self._greedy = (
+            DeviceGreedy.attach(ptr, model.n_vocab, max_rows, kept_rows) if self.options.device_argmax else None
+        )
         self.argmax: list[int] | None = None  # the latest decode's argmax per output row, where the device took it
         # and its row's softmax normaliser there (softmax_parts' second half), where the device took that too
         self.normalisers: list[float] | None = None
@@ -162,6 +166,21 @@ class Context:
         """Whether llama.cpp takes each greedy argmax in the decode (a backend sampler took here)."""
         return self._greedy is not None and self._greedy.attached
 
+    @property
+    def keeps_rows(self) -> bool:
+        """Whether each decode's row stays on the device (kept_rows): `decode` then returns, a row,
+        the argmax's logit and the banned tokens' (keep_at), and `kept_row` fetches a row itself."""
+        return self._greedy is not None and self._greedy.keeper is not None
+
+    def keep_at(self, slot: int, banned: tuple[int, ...] = ()) -> None:
+        """The next decode's row goes to `slot` of the device's rows, and the logits of `banned`
+        (at most MAX_BANNED) come back with it. Waits for this context's decode in flight, if any."""
+        self._greedy.keeper.point(self.ptr, slot, banned)
+
+    def kept_row(self, slot: int, out: np.ndarray) -> np.ndarray:
+        """The row kept in `slot`, copied into `out`, from a decode already read."""
+        return self._greedy.keeper.fetch(slot, out)
+
     def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
         """The latest decode's greedy token per output row, where the device took them: None for
         the whole decode where it did not, and for a row where it chose a banned token (the caller
@@ -177,6 +196,14 @@ class Context:
         where the device gave neither, and for a row where its token is banned."""
         if self.argmax is None or self.normalisers is None:
             return None
+        if self.keeps_rows:  # what came back: the argmax's logit, then the banned tokens' in turn
+            if banned != self._greedy.keeper.banned:
+                return None
+            ban = tuple(range(1, 1 + len(banned)))
+            return [
+                None if t in banned else parts_from_top(row, 0, p, ban)
+                for row, t, p in zip(rows, self.argmax, self.normalisers)
+            ]
         return [
             None if t in banned else parts_from_top(row, t, p, banned)
             for row, t, p in zip(rows, self.argmax, self.normalisers)

@@ -143,6 +143,12 @@ class RuntimeOptions:
     # arrive for the probabilities. None: so on a GPU; on a CPU the same scan runs in the
     # graph's own threads, and costs the same.
     argmax_on_device: bool | None = None
+    # A draft model's rows stay on the device: each step writes its row into a tensor there and
+    # hands the host only its argmax's logit and the banned tokens' (RowKeeper), where the host
+    # used to take in the whole row and copy it (about 100 us a step on the H200's host); a row
+    # is fetched only where all of it is read (a refused draft's rank, sampling). None: wherever
+    # the argmax is taken on the device.
+    keep_draft_rows: bool | None = None
 
     @property
     def on_gpu(self) -> bool:
@@ -168,6 +174,10 @@ class RuntimeOptions:
     @property
     def device_argmax(self) -> bool:
         return self.on_gpu if self.argmax_on_device is None else self.argmax_on_device
+
+    @property
+    def draft_rows_kept(self) -> bool:
+        return self.device_argmax if self.keep_draft_rows is None else self.keep_draft_rows and self.device_argmax
 
     @property
     def threads(self) -> int:

@@ -194,14 +194,24 @@ class Alternating:
 
 def test_a_guess_that_a_plain_round_passes_over_is_cut_back(engine, prompts, guessing, monkeypatch):
     """The round after a guess drafts nothing, and keeps the guess's position without checking it:
-    the drafter's cache must hold what the reply committed there, not the guess."""
+    the drafter's cache must hold what the reply committed there, not the guess. Every guess is
+    made wrong (the drafter's choice, one id on), so the case arises whatever the CPU's kernels make
+    of the text: wherever a depth-3 round keeps its drafts, its bonus token is not the guess."""
+    import engine.drafting.model as model_module
     from engine.runtime.llama import Context as LlamaContext
     from engine.speculative import Prefill, generate
 
-    guesses, guess = [], guessing._guess_outcome
+    guesses, guess, choose = [], guessing._guess_outcome, model_module.choose_draft
+    n_vocab = guessing.model.n_vocab
+
+    def wrong(*args, **kw) -> int:
+        token = choose(*args, **kw)
+        return token + 1 if token + 1 < n_vocab else token - 1
 
     def recorded(*args) -> None:
-        guess(*args)
+        with monkeypatch.context() as m:
+            m.setattr(model_module, "choose_draft", wrong)
+            guess(*args)
         guesses.append(guessing._guess)
 
     monkeypatch.setattr(guessing, "_guess_outcome", recorded)

@@ -61,11 +61,22 @@ def _type_checking_only(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
 
 
+def _parse(source: str) -> ast.Module:
+    """ast.parse, again where CPython 3.11 raises its spurious \"AST constructor recursion depth
+    mismatch\" (python/cpython#106905: another thread, formatting a traceback, parsed at once)."""
+    for _ in range(2):
+        try:
+            return ast.parse(source)
+        except SystemError:
+            pass
+    return ast.parse(source)
+
+
 def imports_of(path: Path, known: set[str]) -> set[str]:
     """Every module `path` imports, resolved to the most specific known module where it is one of ours."""
     found: set[str] = set()
     skip: set[int] = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if _type_checking_only(node):
             skip.update(id(n) for n in ast.walk(node))

@@ -1,0 +1,183 @@
+"""A draft model's logits rows kept where the device computed them.
+
+A drafter step on a GPU used to hand its whole row (the vocabulary's logits: 600 KB for Qwen's)
+to the host, which copied it again for the round's figures: about 100 us of the host's a step,
+on the critical path, for a row nothing reads unless the target refuses that draft. `RowKeeper`
+is a backend sampler placed last in the drafter's chain: it writes each step's row into a slot
+of a tensor the device holds (ggml's set_rows, the op a KV cache is written with) and hands the
+host, in place of the row, a few floats: the greedy token's logit and the banned tokens'. The
+host names the slot before each decode (`point`). A row is fetched (`fetch`) only where all of
+it is read: a refused draft's rank and the target's token there, sampling, a scan.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import llama_cpp.llama_cpp as llama
+import numpy as np
+
+from engine.runtime.ggmlapi import SamplerInterface, ggml_functions
+
+# Banned tokens whose logits come back with each row (ignore_eog's end-of-generation ids: a
+# handful); a longer ban is served by fetching the rows.
+MAX_BANNED = 16
+KEPT_WIDTH = 1 + MAX_BANNED  # the floats that come back a row: the greedy token's logit, the banned'
+_F32, _I32 = 0, 26  # ggml_type
+
+
+class _InitParams(ctypes.Structure):
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+
+
+class RowKeeper:
+    """The rows of one context's decodes, one a decode, each in the slot named before it.
+
+    Its tensors (the rows, `slots` x n_vocab floats, and the inputs: the slot and the banned ids)
+    live in a buffer of the device's own, allocated when llama.cpp attaches the chain, so every
+    graph that reads them finds them whole (a graph input would hold stale bytes in a ubatch with
+    no output row, whose sampler llama.cpp never asks to set it). The host writes the inputs only
+    between decodes (`point` waits for the device first).
+    """
+
+    _NAME = ctypes.create_string_buffer(b"draftlight-row-keeper")
+
+    def __init__(self, n_vocab: int, slots: int) -> None:
+        self.n_vocab, self.slots = n_vocab, slots
+        self._ggml = _ggml()
+        self._gctx = self._buffer = None
+        self._rows = self._inputs = None  # the tensors, once allocated
+        self._wanted = np.zeros(KEPT_WIDTH, dtype=np.int32)  # [slot, banned ids..., 0...]
+        self._held: tuple[int, tuple[int, ...]] | None = None  # what the device's inputs hold
+        self.slot = 0  # the slot the latest decode's row went to
+        self.banned: tuple[int, ...] = ()  # and the ban whose logits came back with it
+        self._interface, self._keep = self._make_interface()
+
+    @property
+    def usable(self) -> bool:
+        return self._ggml is not None
+
+    def sampler(self) -> object:
+        """A new llama_sampler of this keeper, for a chain to own (it frees nothing of ours)."""
+        return llama.llama_sampler_init(
+            ctypes.cast(ctypes.pointer(self._interface), ctypes.POINTER(llama.llama_sampler_i)), None
+        )
+
+    @property
+    def allocated(self) -> bool:
+        return self._rows is not None
+
+    def point(self, ctx: object, slot: int, banned: tuple[int, ...]) -> None:
+        """The next decode's row goes to `slot`, and the logits of `banned` (at most MAX_BANNED) come back."""
+        if not 0 <= slot < self.slots or len(banned) > MAX_BANNED:
+            raise ValueError(f"slot {slot} of {self.slots}, {len(banned)} banned tokens")
+        self.slot, self.banned = slot, banned
+        if self._held == (slot, banned) or self._inputs is None:
+            return
+        wanted = self._wanted
+        wanted[0] = slot
+        wanted[1 : 1 + len(banned)] = banned
+        wanted[1 + len(banned) :] = 0
+        llama.llama_synchronize(ctx)  # no graph of this context reads the inputs while they change
+        self._ggml.ggml_backend_tensor_set(self._inputs, wanted.ctypes.data, 0, wanted.nbytes)
+        self._held = (slot, banned)
+
+    def fetch(self, slot: int, out: np.ndarray) -> np.ndarray:
+        """The row kept in `slot`, copied into `out` (n_vocab float32). Its decode must have been read."""
+        if self._rows is None or not 0 <= slot < self.slots:
+            raise ValueError(f"no row kept in slot {slot}")
+        assert out.dtype == np.float32 and out.shape == (self.n_vocab,) and out.flags.c_contiguous
+        row_bytes = self.n_vocab * 4
+        self._ggml.ggml_backend_tensor_get(self._rows, out.ctypes.data, slot * row_bytes, row_bytes)
+        return out
+
+    def close(self) -> None:
+        """Free the device's buffer (after the chain that used it)."""
+        if self._buffer is not None:
+            self._ggml.ggml_backend_buffer_free(self._buffer)
+            self._buffer = None
+        if self._gctx is not None:
+            self._ggml.ggml_free(self._gctx)
+            self._gctx = None
+        self._rows = self._inputs = self._held = None
+
+    def _allocate(self, buft: int) -> bool:
+        g = self._ggml
+        self.close()
+        params = _InitParams(4 * g.ggml_tensor_overhead(), None, True)
+        self._gctx = g.ggml_init(params)
+        if not self._gctx:
+            return False
+        rows = g.ggml_new_tensor_2d(self._gctx, _F32, self.n_vocab, self.slots)
+        inputs = g.ggml_new_tensor_1d(self._gctx, _I32, KEPT_WIDTH)
+        self._buffer = g.ggml_backend_alloc_ctx_tensors_from_buft(self._gctx, buft)
+        if not self._buffer:
+            self.close()
+            return False
+        self._rows, self._inputs = rows, inputs
+        g.ggml_backend_tensor_set(inputs, self._wanted.ctypes.data, 0, self._wanted.nbytes)
+        self._held = (int(self._wanted[0]), ())
+        return True
+
+    def _apply(self, gctx: int, gf: int, d: llama.llama_sampler_data) -> None:
+        g = self._ggml
+        if not d.logits or not d.sampled or self._rows is None:
+            return
+        n = g.ggml_nelements(d.logits)
+        if n != self.n_vocab:  # the chain's probe graph (a made-up row): nothing of ours to keep
+            return
+        kept = g.ggml_set_rows(
+            gctx, self._rows, g.ggml_reshape_2d(gctx, d.logits, n, 1), g.ggml_view_1d(gctx, self._inputs, 1, 0)
+        )
+        g.ggml_build_forward_expand(gf, kept)
+        column = g.ggml_reshape_2d(gctx, d.logits, 1, n)
+        top = g.ggml_get_rows(gctx, column, d.sampled)
+        bans = g.ggml_get_rows(gctx, column, g.ggml_view_1d(gctx, self._inputs, MAX_BANNED, 4))
+        d.logits = g.ggml_reshape_1d(gctx, g.ggml_concat(gctx, top, bans, 1), KEPT_WIDTH)  # what comes back
+
+    def _make_interface(self) -> tuple[SamplerInterface, tuple[object, ...]]:
+        name_t = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+        apply_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+        init_t = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32)
+        backend_apply_t = ctypes.CFUNCTYPE(
+            None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(llama.llama_sampler_data)
+        )
+        keep = (
+            name_t(lambda _smpl: ctypes.addressof(RowKeeper._NAME)),
+            apply_t(lambda _smpl, _cur: None),  # never asked on the host: the chain's greedy sampler is
+            # set_rows, get_rows and concat run on every backend llama.cpp has; the first decode's
+            # check (DeviceGreedy.rows) stands for a probe
+            init_t(lambda _smpl, buft, _n: self.usable and self._allocate(buft)),
+            backend_apply_t(lambda _smpl, gctx, gf, data: self._apply(gctx, gf, data.contents)),
+        )
+        iface = SamplerInterface()
+        iface.name, iface.apply, iface.backend_init, iface.backend_apply = (
+            ctypes.cast(f, ctypes.c_void_p).value for f in keep
+        )
+        return iface, keep
+
+
+def _ggml() -> ctypes.CDLL | None:
+    """ggml's functions a keeper needs; None where one is missing."""
+    p, i64, size, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t, ctypes.c_int
+    return ggml_functions(
+        (
+            ("ggml_tensor_overhead", [], size),
+            ("ggml_init", [_InitParams], p),
+            ("ggml_free", [p], None),
+            ("ggml_new_tensor_1d", [p, i32, i64], p),
+            ("ggml_new_tensor_2d", [p, i32, i64, i64], p),
+            ("ggml_backend_alloc_ctx_tensors_from_buft", [p, p], p),
+            ("ggml_backend_buffer_free", [p], None),
+            ("ggml_backend_tensor_set", [p, p, size, size], None),
+            ("ggml_backend_tensor_get", [p, p, size, size], None),
+            ("ggml_nelements", [p], i64),
+            ("ggml_reshape_1d", [p, p, i64], p),
+            ("ggml_reshape_2d", [p, p, i64, i64], p),
+            ("ggml_view_1d", [p, p, i64, size], p),
+            ("ggml_get_rows", [p, p, p], p),
+            ("ggml_set_rows", [p, p, p, p], p),
+            ("ggml_concat", [p, p, p, i32], p),
+            ("ggml_build_forward_expand", [p, p], None),
+        )
+    )

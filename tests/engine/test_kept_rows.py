@@ -1,0 +1,188 @@
+"""A draft model's rows kept on the device (RowKeeper): each step's row stays in a slot there, and
+only its argmax's logit and the banned tokens' come back.
+
+llama.cpp's CPU backend runs the keeper in its graph as a GPU does, so here it is on (it follows
+argmax_on_device) and checked against the rows the host takes in: the kept rows bit for bit, what
+comes back, a reply event for event (ranks and probabilities at refused drafts included), and the
+rows fetched: only those a figure reads all of.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from engine import Engine, GenerationConfig, ModelDrafter, RoundEvent, RuntimeOptions, TokenEvent
+from engine.runtime import Context, Model
+from engine.runtime.keptrows import KEPT_WIDTH, MAX_BANNED
+from engine.sampling import Sampler, SamplingConfig, softmax_parts
+
+N_TOKENS = 40
+DEVICE = RuntimeOptions(argmax_on_device=True)
+
+
+@pytest.fixture(scope="module")
+def drafter_model(drafter_path):
+    model = Model(drafter_path, DEVICE)
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def engines(target_path, drafter_path):
+    """The same engine twice, on the device's argmax: its drafter's rows kept, and taken in."""
+    kept = Engine.load(target_path, drafter_path, DEVICE)
+    taken = Engine.load(target_path, drafter_path, replace(DEVICE, keep_draft_rows=False))
+    yield kept, taken
+    kept.close()
+    taken.close()
+
+
+def test_the_rows_kept_are_the_rows_and_what_comes_back_is_theirs(drafter_model):
+    model = drafter_model
+    kept = Context(model, DEVICE, max_rows=1, kept_rows=4)
+    taken = Context(model, DEVICE, max_rows=1)
+    try:
+        assert kept.keeps_rows and not taken.keeps_rows and taken.device_argmax
+        banned = model.eog_tokens()[:3]
+        assert banned
+        tokens, rows = model.tokenize("def reverse(items):\n    return", add_special=False), []
+        for slot in (2, 0, 3, 1):
+            kept.keep_at(slot, banned)
+            small = kept.decode(tokens, all_logits=False)
+            row = taken.decode(tokens, all_logits=False)[-1].copy()
+            top = kept.argmax[0]
+            assert small.shape == (1, KEPT_WIDTH) and kept.argmax == taken.argmax == [int(row.argmax())]
+            assert small[0, 0] == row[top] and list(small[0, 1 : 1 + len(banned)]) == list(row[list(banned)])
+            assert kept.device_parts(small, banned) == taken.device_parts(row[None], banned)
+            assert kept.device_parts(small, banned[:1]) is None  # not the ban whose logits came back
+            rows.append((slot, row))
+            tokens = [top]
+        # each slot still holds its own decode's row: a later decode wrote only its own
+        for slot, row in rows:
+            assert np.array_equal(kept.kept_row(slot, np.empty(model.n_vocab, np.float32)), row)
+        assert kept.device_parts(small, banned)[0][1] == pytest.approx(softmax_parts(row)[1], rel=1e-5)
+    finally:
+        kept.close()
+        taken.close()
+
+
+def test_a_slot_named_while_a_decode_is_in_flight_waits_for_it(drafter_model):
+    """keep_at while a fed batch still runs: its row lands where it was aimed, the next where named."""
+    model = drafter_model
+    kept = Context(model, DEVICE, max_rows=1, kept_rows=2)
+    taken = Context(model, DEVICE, max_rows=1)
+    try:
+        tokens = model.tokenize("SELECT name FROM", add_special=False)
+        kept.keep_at(0)
+        kept.feed(tokens)
+        kept.keep_at(1)  # the fed batch may still be running: it must not be sent to slot 1
+        first = taken.decode(tokens, all_logits=False)[-1].copy()
+        top = int(first.argmax())
+        kept.decode([top], all_logits=False)
+        second = taken.decode([top], all_logits=False)[-1]
+        assert np.array_equal(kept.kept_row(0, np.empty(model.n_vocab, np.float32)), first)
+        assert np.array_equal(kept.kept_row(1, np.empty(model.n_vocab, np.float32)), second)
+    finally:
+        kept.close()
+        taken.close()
+
+
+def replies(engines, prompt, **kw) -> tuple[list, list]:
+    return tuple(list(eng.stream(prompt, GenerationConfig(max_tokens=N_TOKENS, **kw))) for eng in engines)
+
+
+@pytest.mark.parametrize("kind", ["code", "prose"])
+def test_a_reply_with_the_rows_kept_is_the_same_event_for_event(engines, prompts, kind, monkeypatch):
+    """Greedy, the events of every field equal; and a row is fetched only at a refused draft (its
+    rank, the target's token's probability there): once a round, none where every draft was kept."""
+    kept, taken = engines
+    assert kept.drafter.ctx.keeps_rows and not taken.drafter.ctx.keeps_rows
+    fetched, fetch = [], kept.drafter.ctx.kept_row
+    monkeypatch.setattr(kept.drafter.ctx, "kept_row", lambda slot, out: fetched.append(slot) or fetch(slot, out))
+    a, b = replies(engines, prompts[kind], depth=3, ignore_eog=True)
+    assert [e for e in a if isinstance(e, TokenEvent)] == [e for e in b if isinstance(e, TokenEvent)]
+    rounds = [e for e in a if isinstance(e, RoundEvent)]
+    assert [r.draft_tokens for r in rounds] == [r.draft_tokens for r in b if isinstance(r, RoundEvent)]
+    refused = sum(1 for r in rounds if r.accepted < r.drafted)
+    assert refused > 0 and len(fetched) == refused
+
+
+def test_a_sampled_reply_fetches_each_row_and_draws_as_on_the_host(engines, prompts):
+    sampling = SamplingConfig(temperature=0.8, seed=11)
+    a, b = replies(engines, prompts["prose"], depth=2, sampling=sampling)
+    assert [e for e in a if isinstance(e, TokenEvent)] == [e for e in b if isinstance(e, TokenEvent)]
+
+
+def test_a_ban_too_long_to_come_back_is_served_by_fetching_the_rows(engines, prompts):
+    """More banned tokens than MAX_BANNED: the rows are fetched and scanned with the ban, as taken in."""
+    kept, taken = engines
+    prompt = list(prompts["code"])
+    sampler = Sampler(SamplingConfig(), kept.drafter.model.n_vocab)
+    taken.drafter.reset()
+    taken.drafter.prefill(prompt)
+    natural = taken.drafter.draft(prompt, 1, sampler).tokens[0]  # banned with the rest: its row is scanned
+    banned = (natural, *range(10, 10 + MAX_BANNED))
+    drafts = []
+    for eng in (kept, taken):
+        drafter: ModelDrafter = eng.drafter
+        drafter.reset()
+        drafter.prefill(prompt)
+        draft = drafter.draft(prompt, 3, sampler, banned=banned)
+        drafts.append((draft.tokens, draft.probs(draft.tokens), [draft.rank(i, t) for i, t in enumerate(draft.tokens)]))
+        drafter.reset()
+    (tokens, probs, ranks), (host_tokens, host_probs, host_ranks) = drafts
+    assert len(tokens) == 3 and tokens == host_tokens and ranks == host_ranks and not set(tokens) & set(banned)
+    # the host's sums here (no device normaliser for this ban) against the device's less the ban's terms
+    assert probs == pytest.approx(host_probs, rel=1e-5)
+
+
+def test_a_row_fetched_after_its_draft_has_the_ban_written_in(engines, prompts):
+    """A rank read at a refused draft, from a row the device chose from: the banned tokens rank nowhere."""
+    kept, taken = engines
+    prompt = list(prompts["code"])
+    sampler = Sampler(SamplingConfig(), kept.drafter.model.n_vocab)
+    ranks = []
+    for eng in (taken, kept):
+        drafter: ModelDrafter = eng.drafter
+        drafter.reset()
+        drafter.prefill(prompt)
+        if not ranks:
+            order = np.argsort(drafter.draft(prompt, 1, sampler).rows[0])[::-1]
+            second, third = int(order[1]), int(order[2])
+            drafter.reset()
+            drafter.prefill(prompt)
+        draft = drafter.draft(prompt, 1, sampler, banned=(second,))
+        ranks.append((draft.tokens, draft.rank(0, third), draft.rank(0, second)))
+        drafter.reset()
+    assert ranks[0] == ranks[1] and ranks[0][0] == [int(order[0])] and ranks[0][1] == 2
+
+
+@pytest.mark.parametrize("in_time", [True, False], ids=["row held in the verify", "row collected after"])
+def test_a_guessing_drafter_drafts_with_its_rows_kept_as_with_them_taken_in(engines, drafter_path, prompts, in_time):
+    """The drafter that takes in its last draft during the verify and guesses the outcome (a GPU's
+    default): the guess's row stays on the device too, in the first slot of the next round's rows."""
+    kept, _ = engines
+    steps = replace(DEVICE, overlap_drafter=True)
+    drafters = [ModelDrafter(Model(drafter_path, o), o) for o in (steps, replace(steps, keep_draft_rows=False))]
+    own, out = kept.drafter, []
+    try:
+        for drafter in drafters:
+            assert drafter.guesses and drafter.ctx.keeps_rows == (drafter is drafters[0])
+            drafter._holds_in_time = lambda ends, took: in_time
+            kept.swap_drafter(drafter)
+            config = GenerationConfig(max_tokens=N_TOKENS, depth=3, ignore_eog=True)
+            events = list(kept.stream(prompts["code"], config))
+            tokens = [e for e in events if isinstance(e, TokenEvent)]
+            drafts = [(e.draft_tokens, e.guessed) for e in events if isinstance(e, RoundEvent)]
+            out.append((tokens, drafts, drafter.guesses_made, drafter.guesses_kept))
+    finally:
+        kept.swap_drafter(own)
+        for drafter in drafters:
+            drafter.close()
+            drafter.model.close()
+    (tokens, drafts, made, right), taken = out[0], out[1]
+    assert (tokens, drafts, made, right) == taken
+    assert made > 0 and 0 < right < made  # guesses came true, and some did not
