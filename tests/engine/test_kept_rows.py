@@ -30,6 +30,16 @@ def drafter_model(drafter_path):
     model.close()
 
 
+@pytest.fixture
+def contexts(drafter_model):
+    """A context whose rows the device keeps (four slots), and one that takes them in."""
+    kept = Context(drafter_model, DEVICE, max_rows=1, kept_rows=4)
+    taken = Context(drafter_model, DEVICE, max_rows=1)
+    yield kept, taken
+    kept.close()
+    taken.close()
+
+
 @pytest.fixture(scope="module")
 def engines(target_path, drafter_path):
     """The same engine twice, on the device's argmax: its drafter's rows kept, and taken in."""
@@ -40,54 +50,42 @@ def engines(target_path, drafter_path):
     taken.close()
 
 
-def test_the_rows_kept_are_the_rows_and_what_comes_back_is_theirs(drafter_model):
-    model = drafter_model
-    kept = Context(model, DEVICE, max_rows=1, kept_rows=4)
-    taken = Context(model, DEVICE, max_rows=1)
-    try:
-        assert kept.keeps_rows and not taken.keeps_rows and taken.device_argmax
-        banned = model.eog_tokens()[:3]
-        assert banned
-        tokens, rows = model.tokenize("def reverse(items):\n    return", add_special=False), []
-        for slot in (2, 0, 3, 1):
-            kept.keep_at(slot, banned)
-            small = kept.decode(tokens, all_logits=False)
-            row = taken.decode(tokens, all_logits=False)[-1].copy()
-            top = kept.argmax[0]
-            assert small.shape == (1, KEPT_WIDTH) and kept.argmax == taken.argmax == [int(row.argmax())]
-            assert small[0, 0] == row[top] and list(small[0, 1 : 1 + len(banned)]) == list(row[list(banned)])
-            assert kept.device_parts(small, banned) == taken.device_parts(row[None], banned)
-            assert kept.device_parts(small, banned[:1]) is None  # not the ban whose logits came back
-            rows.append((slot, row))
-            tokens = [top]
-        # each slot still holds its own decode's row: a later decode wrote only its own
-        for slot, row in rows:
-            assert np.array_equal(kept.kept_row(slot, np.empty(model.n_vocab, np.float32)), row)
-        assert kept.device_parts(small, banned)[0][1] == pytest.approx(softmax_parts(row)[1], rel=1e-5)
-    finally:
-        kept.close()
-        taken.close()
+def test_the_rows_kept_are_the_rows_and_what_comes_back_is_theirs(drafter_model, contexts):
+    model, (kept, taken) = drafter_model, contexts
+    assert kept.keeps_rows and not taken.keeps_rows and taken.device_argmax
+    banned = model.eog_tokens()[:3]
+    assert banned
+    tokens, rows = model.tokenize("def reverse(items):\n    return", add_special=False), []
+    for slot in (2, 0, 3, 1):
+        kept.keep_at(slot, banned)
+        small = kept.decode(tokens, all_logits=False)
+        row = taken.decode(tokens, all_logits=False)[-1].copy()
+        top = kept.argmax[0]
+        assert small.shape == (1, KEPT_WIDTH) and kept.argmax == taken.argmax == [int(row.argmax())]
+        assert small[0, 0] == row[top] and list(small[0, 1 : 1 + len(banned)]) == list(row[list(banned)])
+        assert kept.device_parts(small, banned) == taken.device_parts(row[None], banned)
+        assert kept.device_parts(small, banned[:1]) is None  # not the ban whose logits came back
+        rows.append((slot, row))
+        tokens = [top]
+    # each slot still holds its own decode's row: a later decode wrote only its own
+    for slot, row in rows:
+        assert np.array_equal(kept.kept_row(slot, np.empty(model.n_vocab, np.float32)), row)
+    assert kept.device_parts(small, banned)[0][1] == pytest.approx(softmax_parts(row)[1], rel=1e-5)
 
 
-def test_a_slot_named_while_a_decode_is_in_flight_waits_for_it(drafter_model):
+def test_a_slot_named_while_a_decode_is_in_flight_waits_for_it(drafter_model, contexts):
     """keep_at while a fed batch still runs: its row lands where it was aimed, the next where named."""
-    model = drafter_model
-    kept = Context(model, DEVICE, max_rows=1, kept_rows=2)
-    taken = Context(model, DEVICE, max_rows=1)
-    try:
-        tokens = model.tokenize("SELECT name FROM", add_special=False)
-        kept.keep_at(0)
-        kept.feed(tokens)
-        kept.keep_at(1)  # the fed batch may still be running: it must not be sent to slot 1
-        first = taken.decode(tokens, all_logits=False)[-1].copy()
-        top = int(first.argmax())
-        kept.decode([top], all_logits=False)
-        second = taken.decode([top], all_logits=False)[-1]
-        assert np.array_equal(kept.kept_row(0, np.empty(model.n_vocab, np.float32)), first)
-        assert np.array_equal(kept.kept_row(1, np.empty(model.n_vocab, np.float32)), second)
-    finally:
-        kept.close()
-        taken.close()
+    model, (kept, taken) = drafter_model, contexts
+    tokens = model.tokenize("SELECT name FROM", add_special=False)
+    kept.keep_at(0)
+    kept.feed(tokens)
+    kept.keep_at(1)  # on a GPU the fed batch may still be running (here it is done): not sent to slot 1
+    first = taken.decode(tokens, all_logits=False)[-1].copy()
+    top = int(first.argmax())
+    kept.decode([top], all_logits=False)
+    second = taken.decode([top], all_logits=False)[-1]
+    assert np.array_equal(kept.kept_row(0, np.empty(model.n_vocab, np.float32)), first)
+    assert np.array_equal(kept.kept_row(1, np.empty(model.n_vocab, np.float32)), second)
 
 
 def replies(engines, prompt, **kw) -> tuple[list, list]:
