@@ -39,6 +39,9 @@ class Draft:
     # softmax_parts per row: where the device took the row's softmax (Context.device_parts), from
     # the start; else computed when first asked for
     parts: dict[int, tuple[float, float]] = field(default_factory=dict, kw_only=True)
+    # Each token is its row's argmax (a greedy draft model's, the ban written in): its own
+    # probability is then its row's parts alone, and a row the device kept is not fetched for it.
+    argmax_tokens: bool = field(default=False, kw_only=True)
     _dists: dict[int, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -69,8 +72,8 @@ class Draft:
                 out[i] = float(self.distribution(i)[t])
             return out
         for i, t in wanted:
-            if t == self.tokens[i] and i in self.parts:  # the row's argmax: exp(0) over the normaliser
-                out[i] = 1.0 / self.parts[i][1]
+            if self.argmax_tokens and t == self.tokens[i]:  # exp(0) over the normaliser
+                out[i] = 1.0 / self._part(i)[1]
             else:
                 out[i] = softmax_at(self.rows[i], t, self._part(i))
         return out

@@ -122,7 +122,9 @@ class ModelDrafter:
         if kept is not None:
             kept.n = len(tokens)
         drafted = rows[: len(tokens)] if kept is None else kept
-        return Draft(tokens, drafted, sampler, guessed=guessed and bool(tokens), parts=known)
+        return Draft(
+            tokens, drafted, sampler, guessed=guessed and bool(tokens), parts=known, argmax_tokens=sampler.greedy
+        )
 
     def _aim(self, slot: int, banned: tuple[int, ...]) -> None:
         """Where the device keeps the rows: the next decode's goes to `slot`, with the ban's logits

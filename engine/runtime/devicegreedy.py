@@ -4,7 +4,9 @@ A backend sampler runs in the decode itself, so on a GPU the host never scans a 
 the next decode can launch; the rows still arrive (unchanged) for the probabilities. A second
 sampler in the same chain (ours, `Normaliser`) sums each row's softmax terms on the device and
 hands back one float a row, sum(exp(row - row[greedy token])): with it, any token's probability
-in the row is a lookup on the host, not a pass over the vocabulary.
+in the row is a lookup on the host, not a pass over the vocabulary. A draft model's context may
+put a third last (engine.runtime.keptrows, `RowKeeper`): its rows then stay on the device, and
+only the floats those lookups need come back.
 """
 
 from __future__ import annotations
