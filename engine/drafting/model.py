@@ -70,7 +70,6 @@ class ModelDrafter:
         self._turn ^= 1
         rows = self._rows[self._turn]
         first = self._turn * self.max_depth  # the slot of this round's first row, where the device keeps them
-        kept = KeptRows(ctx, first, rows, banned) if ctx.keeps_rows else None
         logits, held = self._guessed_row(history)
         guessed = logits is not None
         if logits is None:
@@ -81,6 +80,8 @@ class ModelDrafter:
                 ctx.rewind(max(0, len(history) - width))
             self._aim(first, banned)
             logits = ctx.decode(history[ctx.n_past :], all_logits=False)
+        # after the first decode: a context's first checks the device, and one that errs is detached
+        kept = KeptRows(ctx, first, rows, banned) if ctx.keeps_rows else None
         tokens: list[int] = []
         # Where the round has side work (a GPU), the last step's row is copied while the target
         # verifies: only a row the next step's decode would overwrite is copied on the way (none

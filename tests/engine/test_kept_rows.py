@@ -184,3 +184,29 @@ def test_a_guessing_drafter_drafts_with_its_rows_kept_as_with_them_taken_in(engi
     (tokens, drafts, made, right), taken = out[0], out[1]
     assert (tokens, drafts, made, right) == taken
     assert made > 0 and 0 < right < made  # guesses came true, and some did not
+
+
+def test_a_device_that_errs_in_the_first_draft_hands_its_rows_to_the_host(drafter_path, prompts, monkeypatch):
+    """A drafter reset rather than prefilled (a reply under Auto) checks the device in its first
+    draft's decode; a wrong normaliser there detaches the keeper and the draft goes on from the row."""
+    import ctypes
+
+    import llama_cpp.llama_cpp as llama
+
+    model = Model(drafter_path, DEVICE)
+    drafters = [ModelDrafter(model, o) for o in (DEVICE, replace(DEVICE, argmax_on_device=False))]
+    try:
+        prompt, sampler = list(prompts["code"]), Sampler(SamplingConfig(), model.n_vocab)
+        with monkeypatch.context() as m:
+            m.setattr(llama, "llama_get_sampled_probs_ith", lambda ctx, i: (ctypes.c_float * 1)(0.5))
+            drafters[0].reset()
+            erred = drafters[0].draft(prompt, 3, sampler)
+        assert not drafters[0].ctx.keeps_rows and not drafters[0].ctx.device_argmax
+        drafters[1].reset()
+        host = drafters[1].draft(prompt, 3, sampler)
+        assert erred.tokens == host.tokens and len(host.tokens) == 3
+        assert erred.rank(0, host.tokens[0]) == 1 and erred.probs(erred.tokens) == host.probs(host.tokens)
+    finally:
+        for drafter in drafters:
+            drafter.close()
+        model.close()
