@@ -36,10 +36,10 @@ class ModelDrafter:
         self.name = model.name
         opts = options or model.options
         self.max_depth = max_depth
-        # Where the device keeps the drafts' rows (Context.keeps_rows): two rounds' worth of slots,
-        # as on the host, and a spare for the rows no draft keeps (the guess's, a prefill's).
-        self._spare = 2 * max_depth
-        self.ctx = Context(model, options, max_rows=1, kept_rows=self._spare + 1 if opts.draft_rows_kept else 0)
+        # Where the device keeps the drafts' rows (Context.keeps_rows), a slot a position: a round's
+        # rows, its last draft's (decoded during the verify) and the guess's after it.
+        kept = max_depth + 2 if opts.draft_rows_kept else 0
+        self.ctx = Context(model, options, max_rows=1, kept_rows=kept)
         self.overlaps, self.shape = step_plan(opts, self.ctx.has_state)
         self.guesses = self.overlaps and opts.drafter_guesses
         # The drafts' rows, two rounds' worth: a round drafts into the set the round before did not,
@@ -56,7 +56,6 @@ class ModelDrafter:
 
     def prefill(self, history: list[int]) -> None:
         self._guess = self._held = None
-        self._aim(self._spare, ())
         self.ctx.sync(history[:-1])
 
     def draft(
@@ -69,7 +68,9 @@ class ModelDrafter:
         width = self.shape
         self._turn ^= 1
         rows = self._rows[self._turn]
-        first = self._turn * self.max_depth  # the slot of this round's first row, where the device keeps them
+        first = len(history) - 1  # the position of this round's first row, where the device keeps them
+        if ctx.keeps_rows:
+            ctx.keep_banned(_kept_ban(banned))
         logits, held = self._guessed_row(history)
         guessed = logits is not None
         if logits is None:
@@ -78,7 +79,6 @@ class ModelDrafter:
             # tokens: a row already cached is decoded again, to the same keys and values.
             if ctx.n_past > len(history) - width:
                 ctx.rewind(max(0, len(history) - width))
-            self._aim(first, banned)
             logits = ctx.decode(history[ctx.n_past :], all_logits=False)
         # after the first decode: a context's first checks the device, and one that errs is detached
         kept = KeptRows(ctx, first, rows, banned) if ctx.keeps_rows else None
@@ -112,13 +112,12 @@ class ModelDrafter:
             if late:
                 side.add(functools.partial(np.copyto, rows[i], logits[-1]), reads=ctx)
             if i + 1 == k and ahead is not None:  # launched right after the verify's launch
-                ahead.add(functools.partial(self._feed, self._spare, token, banned))
+                ahead.add(functools.partial(ctx.feed, [token]))
                 if self.guesses and sampler.greedy:
                     ahead.add(functools.partial(self._guess_outcome, sampler, banned), last=True)
             if i + 1 < k:
                 if width > 1:
                     ctx.rewind(ctx.n_past - 1)
-                self._aim(first + i + 1, banned)
                 logits = ctx.decode((history[-1:] + tokens)[-width:], all_logits=False)  # no copy of history
         if kept is not None:
             kept.n = len(tokens)
@@ -126,16 +125,6 @@ class ModelDrafter:
         return Draft(
             tokens, drafted, sampler, guessed=guessed and bool(tokens), parts=known, argmax_tokens=sampler.greedy
         )
-
-    def _aim(self, slot: int, banned: tuple[int, ...]) -> None:
-        """Where the device keeps the rows: the next decode's goes to `slot`, with the ban's logits
-        where there is room for them (else the rows it needs are fetched)."""
-        if self.ctx.keeps_rows:
-            self.ctx.keep_at(slot, banned if len(banned) <= MAX_BANNED else ())
-
-    def _feed(self, slot: int, token: int, banned: tuple[int, ...]) -> None:
-        self._aim(slot, banned)
-        self.ctx.feed([token])
 
     def _guess_outcome(self, sampler: Sampler, banned: tuple[int, ...]) -> None:
         """During the verify, once the last draft's decode is done: the drafter's own choice after
@@ -150,17 +139,19 @@ class ModelDrafter:
         token = None if tops is None else tops[-1]  # greedy and p_min 0: the device's token, where it chose one
         if token is None:  # else the row's scan (where the device keeps the rows, the row fetched)
             row = (
-                KeptRows(ctx, self._spare, self._rows[self._turn ^ 1, :1], banned)[0] if ctx.keeps_rows else logits[-1]
+                KeptRows(ctx, ctx.n_past - 1, self._rows[self._turn ^ 1, :1], banned)[0]
+                if ctx.keeps_rows
+                else logits[-1]
             )
             token = choose_draft(row, row, sampler, 0.0, banned, copy=False)
         nxt = self._turn ^ 1  # the set of rows the next round drafts into
-        self._feed(nxt * self.max_depth, token, banned)
+        ctx.feed([token])
         self._guess = (ctx.n_past - 1, token)
         self.guesses_made += 1
         ends = ctx.side.ends_at if ctx.side is not None else None
         if self._holds_in_time(ends, took):
             # Its row too, into the rows the next round drafts into (where the device keeps the
-            # rows, it went to their first slot): that round takes no copy for it.
+            # rows, it is kept at its position, the next round's first): that round takes no copy for it.
             logits = ctx.collect()
             tops = ctx.device_choices(banned)
             part = _device_part(ctx, logits, banned)
@@ -203,8 +194,6 @@ class ModelDrafter:
             keep += 1  # the guess, just past what the round kept: the next draft sees whether it came true
         elif guess is not None:  # kept past by a round that drafted nothing, unchecked: cut back with it
             keep, self._guess, self._held = min(keep, guess[0]), None, None
-        if self.ctx.has_state:  # a rewind past the snapshots decodes again: into no draft's row
-            self._aim(self._spare, ())
         self.ctx.rewind(keep)
 
     def reset(self) -> None:
@@ -216,8 +205,9 @@ class ModelDrafter:
 
 
 class KeptRows:
-    """A draft's rows where the device kept them (Context.keeps_rows), from slot `first` on: each
-    copied into `host` the first time it is read, with the ban written in as choose_draft writes it."""
+    """A draft's rows where the device kept them (Context.keeps_rows), from position `first` on:
+    each copied into `host` the first time it is read, with the ban written in as choose_draft
+    writes it. Valid until the drafter decodes those positions again (its next round)."""
 
     def __init__(self, ctx: Context, first: int, host: np.ndarray, banned: tuple[int, ...]) -> None:
         self._ctx, self._first, self._host, self._banned = ctx, first, host, list(banned)
@@ -252,6 +242,12 @@ def _kept_choice(
         return None if p_min > 0.0 and 1.0 / part[1] < p_min else top
     row = rows[i]
     return choose_draft(row, row, sampler, p_min, banned, copy=False, top=top, parts=part)
+
+
+def _kept_ban(banned: tuple[int, ...]) -> tuple[int, ...]:
+    """The ban whose logits come back with a kept row: all of it where there is room (else none,
+    and the rows a choice needs are fetched)."""
+    return banned if len(banned) <= MAX_BANNED else ()
 
 
 def _device_part(ctx: Context, logits: np.ndarray, banned: tuple[int, ...]) -> tuple[float, float] | None:

@@ -47,10 +47,12 @@ class DeviceGreedy:
         self._owned_keeper = keeper  # freed with the chain, allocated or not
 
     @classmethod
-    def attach(cls, ctx: object, n_vocab: int, max_rows: int, kept_rows: int = 0) -> DeviceGreedy | None:
+    def attach(
+        cls, ctx: object, n_vocab: int, max_rows: int, kept_rows: int = 0, positions: int = 0
+    ) -> DeviceGreedy | None:
         """The sampler in ctx's decodes, the Normaliser after it where ggml can be reached, and a
-        RowKeeper of `kept_rows` slots last where asked (one row a decode, with the Normaliser); None
-        where the backend cannot run it."""
+        RowKeeper of `kept_rows` slots last where asked (one row a decode, with the Normaliser;
+        `positions`: RowKeeper's); None where the backend cannot run it."""
         chain = llama.llama_sampler_chain_init(llama.llama_sampler_chain_default_params())
         llama.llama_sampler_chain_add(chain, llama.llama_sampler_init_greedy())  # the chain owns it
         normaliser = Normaliser.make()
@@ -58,7 +60,7 @@ class DeviceGreedy:
             llama.llama_sampler_chain_add(chain, normaliser)  # after greedy: it reads the greedy token
         keeper = None
         if kept_rows and normaliser is not None and max_rows == 1:
-            keeper = RowKeeper(n_vocab, kept_rows)
+            keeper = RowKeeper(n_vocab, kept_rows, positions)
             if keeper.usable:
                 llama.llama_sampler_chain_add(chain, keeper.sampler())  # last: it replaces what comes back
         if llama.llama_set_sampler(ctx, 0, chain):
@@ -87,6 +89,9 @@ class DeviceGreedy:
             self._rows = np.ctypeslib.as_array(ptr, shape=self._shape)
             self._address = address
         keeper = self.keeper
+        if keeper is not None and keeper.lost:  # its graph had no positions: the row itself came back
+            self.detach(ctx)
+            return self._rows[:rows], None, None
         view = self._rows[:rows] if keeper is None else self._rows[:rows, :KEPT_WIDTH]
         argmax = [llama.llama_get_sampled_token_ith(ctx, first + i) for i in range(rows)]
         named = min(argmax) >= 0 and max(argmax) < self._shape[1]
@@ -119,7 +124,7 @@ class DeviceGreedy:
     def _full(self, view: np.ndarray) -> np.ndarray:
         """The latest decode's rows themselves: `view`, or the row its keeper holds (fetched)."""
         keeper = self.keeper
-        return view if keeper is None else keeper.fetch(keeper.slot, np.empty(self._shape[1], np.float32))[None]
+        return view if keeper is None else keeper.fetch_slot(keeper.slot, np.empty(self._shape[1], np.float32))[None]
 
     def _normalisers(self, ctx: object, first: int, rows: int) -> list[float] | None:
         if not self.normalisers:

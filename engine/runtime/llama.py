@@ -17,11 +17,15 @@ import numpy as np
 
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.devicegreedy import DeviceGreedy
+from engine.runtime.keptrows import MAX_BANNED
 from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
 from engine.runtime.observers import BatchObserver, BatchObservers
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
 from engine.sampling import parts_from_top
+
+# Where a kept row's banned logits sit in what came back (RowKeeper), by the ban's length
+_KEPT_BANS = tuple(tuple(range(1, 1 + n)) for n in range(MAX_BANNED + 1))
 
 
 class Context:
@@ -62,10 +66,15 @@ class Context:
         # Greedy tokens chosen on the device (options.device_argmax): llama.cpp's greedy sampler
         # runs in the decode's graph, and the rows come from its output instead of the raw logits;
         # each row's softmax normaliser too, so its probabilities are lookups (DeviceGreedy).
-        # With kept_rows (a draft model's steps) each row stays on the device, in the slot named
-        # before its decode (keep_at), and only the floats the round reads come back (RowKeeper).
+        # With kept_rows (a draft model's steps) each row stays on the device, in a slot of its
+        # position's, and only the floats the round reads come back (RowKeeper). Where positions
+        # are plain and nothing replays a state, the graph finds the slot itself.
+        plain = llama.llama_model_rope_type(model.ptr) in (llama.LLAMA_ROPE_TYPE_NORM, llama.LLAMA_ROPE_TYPE_NEOX)
+        positions = int(llama.llama_n_ctx(ptr)) if plain and not self.has_state else 0
         self._greedy = (
-            DeviceGreedy.attach(ptr, model.n_vocab, max_rows, kept_rows) if self.options.device_argmax else None
+            DeviceGreedy.attach(ptr, model.n_vocab, max_rows, kept_rows, positions)
+            if self.options.device_argmax
+            else None
         )
         self.argmax: list[int] | None = None  # the latest decode's argmax per output row, where the device took it
         # and its row's softmax normaliser there (softmax_parts' second half), where the device took that too
@@ -169,17 +178,17 @@ class Context:
     @property
     def keeps_rows(self) -> bool:
         """Whether each decode's row stays on the device (kept_rows): `decode` then returns, a row,
-        the argmax's logit and the banned tokens' (keep_at), and `kept_row` fetches a row itself."""
+        the argmax's logit and the banned tokens' (keep_banned), and `kept_row` fetches a row itself."""
         return self._greedy is not None and self._greedy.keeper is not None
 
-    def keep_at(self, slot: int, banned: tuple[int, ...] = ()) -> None:
-        """The next decode's row goes to `slot` of the device's rows, and the logits of `banned`
-        (at most MAX_BANNED) come back with it. Waits for this context's decode in flight, if any."""
-        self._greedy.keeper.point(self.ptr, slot, banned)
+    def keep_banned(self, banned: tuple[int, ...]) -> None:
+        """The logits of `banned` (at most MAX_BANNED) come back with each kept row, from the next decode on."""
+        self._greedy.keeper.ban(banned)
 
-    def kept_row(self, slot: int, out: np.ndarray) -> np.ndarray:
-        """The row kept in `slot`, copied into `out`, from a decode already read."""
-        return self._greedy.keeper.fetch(slot, out)
+    def kept_row(self, position: int, out: np.ndarray) -> np.ndarray:
+        """The row of the latest decode at `position`, copied into `out`, from a decode already read;
+        a later decode at a position as many slots on (kept_rows) takes its place."""
+        return self._greedy.keeper.fetch(position, out)
 
     def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
         """The latest decode's greedy token per output row, where the device took them: None for
@@ -199,7 +208,7 @@ class Context:
         if self.keeps_rows:  # what came back: the argmax's logit, then the banned tokens' in turn
             if banned != self._greedy.keeper.banned:
                 return None
-            ban = tuple(range(1, 1 + len(banned)))
+            ban = _KEPT_BANS[len(banned)]
             return [
                 None if t in banned else parts_from_top(row, 0, p, ban)
                 for row, t, p in zip(rows, self.argmax, self.normalisers)
@@ -269,6 +278,7 @@ class Context:
         logits = None
         self.argmax = self.normalisers = None
         self._unread = 0
+        keeper = self._greedy.keeper if self._greedy is not None else None
         start = 0
         while start < n:
             chunk = tokens[start : start + self.capacity]
@@ -284,6 +294,8 @@ class Context:
                 if last_chunk:
                     self._want[m - 1] = 1
             self._batch.n_tokens = m
+            if keeper is not None:
+                keeper.aim(self.ptr, past + m - 1)
             if self.side is not None:
                 self.side.run_reading(self)  # before this decode overwrites the logits they read
             if self._cancelled is not None and self._cancelled():

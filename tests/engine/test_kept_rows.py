@@ -1,5 +1,5 @@
-"""A draft model's rows kept on the device (RowKeeper): each step's row stays in a slot there, and
-only its argmax's logit and the banned tokens' come back.
+"""A draft model's rows kept on the device (RowKeeper): each step's row stays in its position's slot
+there, and only its argmax's logit and the banned tokens' come back.
 
 llama.cpp's CPU backend runs the keeper in its graph as a GPU does, so here it is on (it follows
 argmax_on_device) and checked against the rows the host takes in: the kept rows bit for bit, what
@@ -50,42 +50,99 @@ def engines(target_path, drafter_path):
     taken.close()
 
 
-def test_the_rows_kept_are_the_rows_and_what_comes_back_is_theirs(drafter_model, contexts):
+def _steps(kept, taken, model, tokens, n):
+    """n decodes on both contexts, each of the greedy token after the last: the rows taken in, by position."""
+    rows = {}
+    for _ in range(n):
+        small = kept.decode(tokens, all_logits=False)
+        row = taken.decode(tokens, all_logits=False)[-1].copy()
+        assert small.shape == (1, KEPT_WIDTH) and kept.argmax == taken.argmax == [int(row.argmax())]
+        rows[kept.n_past - 1] = (small.copy(), row)
+        tokens = kept.argmax
+    return rows
+
+
+def _writes(monkeypatch) -> list[int]:
+    """Each time the host writes a keeper's inputs (it waits for the device first)."""
+    import llama_cpp.llama_cpp as llama
+
+    calls, sync = [], llama.llama_synchronize
+    monkeypatch.setattr(llama, "llama_synchronize", lambda ctx: calls.append(1) or sync(ctx))
+    return calls
+
+
+def test_the_rows_kept_are_the_rows_and_what_comes_back_is_theirs(drafter_model, contexts, monkeypatch):
+    """Each decode's row in its position's slot, found by the graph itself: the host writes nothing
+    before a step, only when the ban changes."""
     model, (kept, taken) = drafter_model, contexts
     assert kept.keeps_rows and not taken.keeps_rows and taken.device_argmax
     banned = model.eog_tokens()[:3]
     assert banned
-    tokens, rows = model.tokenize("def reverse(items):\n    return", add_special=False), []
-    for slot in (2, 0, 3, 1):
-        kept.keep_at(slot, banned)
-        small = kept.decode(tokens, all_logits=False)
-        row = taken.decode(tokens, all_logits=False)[-1].copy()
-        top = kept.argmax[0]
-        assert small.shape == (1, KEPT_WIDTH) and kept.argmax == taken.argmax == [int(row.argmax())]
+    writes = _writes(monkeypatch)
+    kept.keep_banned(banned)
+    rows = _steps(kept, taken, model, model.tokenize("def reverse(items):\n    return", add_special=False), 4)
+    assert len(writes) == 1  # the ban, before the first decode; no slot named
+    for small, row in rows.values():
+        top = int(row.argmax())
         assert small[0, 0] == row[top] and list(small[0, 1 : 1 + len(banned)]) == list(row[list(banned)])
-        assert kept.device_parts(small, banned) == taken.device_parts(row[None], banned)
-        assert kept.device_parts(small, banned[:1]) is None  # not the ban whose logits came back
-        rows.append((slot, row))
-        tokens = [top]
-    # each slot still holds its own decode's row: a later decode wrote only its own
-    for slot, row in rows:
-        assert np.array_equal(kept.kept_row(slot, np.empty(model.n_vocab, np.float32)), row)
+    small, row = rows[kept.n_past - 1]
+    assert kept.device_parts(small, banned) == taken.device_parts(row[None], banned)
+    assert kept.device_parts(small, banned[:1]) is None  # not the ban whose logits came back
     assert kept.device_parts(small, banned)[0][1] == pytest.approx(softmax_parts(row)[1], rel=1e-5)
+    # four positions in four slots: each still holds its own decode's row
+    for position, (_, row) in rows.items():
+        assert np.array_equal(kept.kept_row(position, np.empty(model.n_vocab, np.float32)), row)
+    # a decode four positions on takes the slot of the first
+    first = min(rows)
+    kept.rewind(first + 1)
+    taken.rewind(first + 1)
+    again = _steps(kept, taken, model, model.tokenize(" while", add_special=False)[:1], 4)
+    assert len(writes) == 1
+    assert np.array_equal(kept.kept_row(first + 4, np.empty(model.n_vocab, np.float32)), again[first + 4][1])
+    assert not np.array_equal(again[first + 4][1], rows[first][1])
 
 
-def test_a_slot_named_while_a_decode_is_in_flight_waits_for_it(drafter_model, contexts):
-    """keep_at while a fed batch still runs: its row lands where it was aimed, the next where named."""
+def test_where_positions_are_not_plain_the_host_names_each_slot(drafter_model, monkeypatch):
+    """A model whose positions are no single number a token (M-RoPE's four): the host writes each
+    decode's slot before it, and the rows land as where the graph finds them."""
+    import llama_cpp.llama_cpp as llama
+
+    with monkeypatch.context() as m:
+        m.setattr(llama, "llama_model_rope_type", lambda _model: llama.LLAMA_ROPE_TYPE_MROPE)
+        kept = Context(drafter_model, DEVICE, max_rows=1, kept_rows=3)
+    taken = Context(drafter_model, DEVICE, max_rows=1)
+    try:
+        assert kept.keeps_rows
+        writes = _writes(monkeypatch)
+        rows = _steps(kept, taken, drafter_model, drafter_model.tokenize("SELECT name FROM", add_special=False), 3)
+        # each slot named where it is not the one the inputs held (0 at first): the three in turn
+        assert len(writes) == (3 if min(rows) % 3 else 2)
+        for position, (_, row) in rows.items():
+            assert np.array_equal(kept.kept_row(position, np.empty(drafter_model.n_vocab, np.float32)), row)
+    finally:
+        kept.close()
+        taken.close()
+
+
+def test_a_ban_changed_while_a_decode_is_in_flight_waits_for_it(drafter_model, contexts):
+    """keep_banned while a fed batch still runs: its row comes back with the ban it was fed with,
+    the next decode's with the new one."""
     model, (kept, taken) = drafter_model, contexts
+    banned = model.eog_tokens()[:2]
     tokens = model.tokenize("SELECT name FROM", add_special=False)
-    kept.keep_at(0)
+    kept.keep_banned(())
     kept.feed(tokens)
-    kept.keep_at(1)  # on a GPU the fed batch may still be running (here it is done): not sent to slot 1
+    kept.keep_banned(banned)  # on a GPU the fed batch may still be running (here it is done)
+    small = kept.collect()
     first = taken.decode(tokens, all_logits=False)[-1].copy()
+    assert kept.device_parts(small, ()) == taken.device_parts(first[None], ())
+    assert kept.device_parts(small, banned) is None
     top = int(first.argmax())
-    kept.decode([top], all_logits=False)
+    small = kept.decode([top], all_logits=False)
     second = taken.decode([top], all_logits=False)[-1]
-    assert np.array_equal(kept.kept_row(0, np.empty(model.n_vocab, np.float32)), first)
-    assert np.array_equal(kept.kept_row(1, np.empty(model.n_vocab, np.float32)), second)
+    assert list(small[0, 1:3]) == list(second[list(banned)])
+    assert np.array_equal(kept.kept_row(len(tokens) - 1, np.empty(model.n_vocab, np.float32)), first)
+    assert np.array_equal(kept.kept_row(len(tokens), np.empty(model.n_vocab, np.float32)), second)
 
 
 def replies(engines, prompt, **kw) -> tuple[list, list]:
@@ -99,7 +156,7 @@ def test_a_reply_with_the_rows_kept_is_the_same_event_for_event(engines, prompts
     kept, taken = engines
     assert kept.drafter.ctx.keeps_rows and not taken.drafter.ctx.keeps_rows
     fetched, fetch = [], kept.drafter.ctx.kept_row
-    monkeypatch.setattr(kept.drafter.ctx, "kept_row", lambda slot, out: fetched.append(slot) or fetch(slot, out))
+    monkeypatch.setattr(kept.drafter.ctx, "kept_row", lambda at, out: fetched.append(at) or fetch(at, out))
     a, b = replies(engines, prompts[kind], depth=3, ignore_eog=True)
     assert [e for e in a if isinstance(e, TokenEvent)] == [e for e in b if isinstance(e, TokenEvent)]
     rounds = [e for e in a if isinstance(e, RoundEvent)]
