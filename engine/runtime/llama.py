@@ -194,7 +194,7 @@ class Context:
         """The latest decode's greedy token per output row, where the device took them: None for
         the whole decode where it did not, and for a row where it chose a banned token (the caller
         scans that row with the ban)."""
-        if self.argmax is None or not banned or set(banned).isdisjoint(self.argmax):
+        if self.argmax is None or not banned or all(t not in banned for t in self.argmax):
             return self.argmax
         return [None if t in banned else t for t in self.argmax]
 

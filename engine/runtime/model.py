@@ -228,6 +228,7 @@ class Model:
         self.vocab_only = vocab_only
         self._pieces: dict[int, bytes] = {}
         self._eog: tuple[int, ...] | None = None
+        self._eog_of: dict[int, bool] = {}  # is_eog, per token id asked
         self._piece_buf = ctypes.create_string_buffer(256)
 
     @property
@@ -296,7 +297,10 @@ class Model:
         return text if text else self.token_text(token)
 
     def is_eog(self, token: int) -> bool:
-        return bool(llama.llama_vocab_is_eog(self.vocab, token))
+        known = self._eog_of.get(token)
+        if known is None:  # asked of every emitted token: llama.cpp is asked once a token id
+            known = self._eog_of[token] = bool(llama.llama_vocab_is_eog(self.vocab, token))
+        return known
 
     def eog_tokens(self) -> tuple[int, ...]:
         """Every end-of-generation token id (end of text, end of turn, ...)."""
