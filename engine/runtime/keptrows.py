@@ -61,6 +61,9 @@ class RowKeeper:
         self.slot = 0  # the slot the latest decode's row went to
         self.banned: tuple[int, ...] = ()  # and the ban whose logits came back with it
         self.lost = False  # a graph without the positions it was to read its slot from: not to be used
+        # Where the host names slots: the rows of the decodes now under way are no draft's (a
+        # state's replay), and go to the spare slot past the positions' (`slots`), not over a draft's.
+        self.aside = False
         self._interface, self._keep = self._make_interface()
 
     @property
@@ -87,7 +90,8 @@ class RowKeeper:
         """Before a decode whose last row is at `position`: its row goes to that position's slot,
         with the ban's logits. Writes the device's inputs only where they change: the ban (rarely),
         or the slot where the host names it."""
-        slot, banned = position % self.slots, self._ban
+        slot = self.slots if self.aside and not self.positions else position % self.slots
+        banned = self._ban
         self.slot, self.banned = slot, banned
         if self._inputs is None:
             return
@@ -110,6 +114,9 @@ class RowKeeper:
         return self.fetch_slot(position % self.slots, out)
 
     def fetch_slot(self, slot: int, out: np.ndarray) -> np.ndarray:
+        """The row in `slot` (`slots`: the spare), copied into `out`."""
+        if self._rows is None or not 0 <= slot <= self.slots:
+            raise ValueError(f"no slot {slot}")
         assert out.dtype == np.float32 and out.shape == (self.n_vocab,) and out.flags.c_contiguous
         row_bytes = self.n_vocab * 4
         self._ggml.ggml_backend_tensor_get(self._rows, out.ctypes.data, slot * row_bytes, row_bytes)
@@ -132,7 +139,7 @@ class RowKeeper:
         self._gctx = g.ggml_init(params)
         if not self._gctx:
             return False
-        rows = g.ggml_new_tensor_2d(self._gctx, _F32, self.n_vocab, self.slots)
+        rows = g.ggml_new_tensor_2d(self._gctx, _F32, self.n_vocab, self.slots + 1)  # and the spare
         inputs = g.ggml_new_tensor_1d(self._gctx, _I32, KEPT_WIDTH)
         table = g.ggml_new_tensor_2d(self._gctx, _I32, 1, self.positions) if self.positions else None
         self._buffer = g.ggml_backend_alloc_ctx_tensors_from_buft(self._gctx, buft)

@@ -372,8 +372,15 @@ class Context:
             # conversation): start the state again from the kept tokens.
             kept = self.tokens[:keep]
             self.clear()
-            if kept:
-                self.decode(kept, all_logits=False)
+            keeper = self._greedy.keeper if self._greedy is not None else None
+            if kept and keeper is not None:  # its row is no draft's: not over one a round still reads
+                keeper.aside = True
+            try:
+                if kept:
+                    self.decode(kept, all_logits=False)
+            finally:
+                if keeper is not None:
+                    keeper.aside = False
             self.rewinds_replayed += 1
             return
         if not ok:

@@ -9,7 +9,9 @@ rows fetched: only those a figure reads all of.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -266,4 +268,30 @@ def test_a_device_that_errs_in_the_first_draft_hands_its_rows_to_the_host(drafte
     finally:
         for drafter in drafters:
             drafter.close()
+        model.close()
+
+
+def test_a_state_replayed_in_a_rewind_keeps_its_row_off_the_drafts(tmp_path):
+    """A recurrent drafter (a hybrid's one-row steps keep no snapshots) rewinds by decoding the kept
+    tokens again: that decode's row goes to the spare slot, and the drafts' rows stay as they were."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from synthetic import hybrid_qwen35
+
+    options = replace(DEVICE, n_ctx=256, n_batch=64)
+    model = Model(hybrid_qwen35(tmp_path / "hybrid-qwen35.gguf"), options)
+    kept, taken, alone = (Context(model, options, max_rows=1, kept_rows=k) for k in (4, 0, 0))
+    try:
+        assert kept.has_state and kept.keeps_rows
+        rows = _steps(kept, taken, model, model.tokenize("the mill on the river turned", add_special=False), 3)
+        last = max(rows)
+        kept.rewind(last)  # the last step's token goes: the state is decoded again up to it
+        assert kept.rewinds_replayed == 1 and kept.n_past == last
+        for position, (_, row) in rows.items():
+            assert np.array_equal(kept.kept_row(position, np.empty(model.n_vocab, np.float32)), row)
+        replayed = alone.decode(kept.tokens, all_logits=False)[-1]  # the replay's batch, decoded alone
+        spare = kept._greedy.keeper.fetch_slot(4, np.empty(model.n_vocab, np.float32))
+        assert np.array_equal(spare, replayed)
+    finally:
+        for ctx in (kept, taken, alone):
+            ctx.close()
         model.close()
