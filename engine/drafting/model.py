@@ -207,7 +207,8 @@ class ModelDrafter:
 class KeptRows:
     """A draft's rows where the device kept them (Context.keeps_rows), from position `first` on:
     each copied into `host` the first time it is read, with the ban written in as choose_draft
-    writes it. Valid until the drafter decodes those positions again (its next round)."""
+    writes it. Valid until a decode at a position as many slots on (max_depth + 2) takes a slot:
+    the round reads them all before the next draft, and no round reaches that far."""
 
     def __init__(self, ctx: Context, first: int, host: np.ndarray, banned: tuple[int, ...]) -> None:
         self._ctx, self._first, self._host, self._banned = ctx, first, host, list(banned)

@@ -179,6 +179,8 @@ class RowKeeper:
         if slot is None:
             self.lost = True  # what comes back is the row's own: the first decode's check detaches us
             return
+        # In a ubatch with no output row (a long prefill's chunks) the row is llama.cpp's dummy one,
+        # and it lands in the slot of that chunk's last position: no row a round reads is there then.
         kept = g.ggml_set_rows(gctx, self._rows, g.ggml_reshape_2d(gctx, d.logits, n, 1), slot)
         g.ggml_build_forward_expand(gf, kept)
         column = g.ggml_reshape_2d(gctx, d.logits, 1, n)
