@@ -177,7 +177,7 @@ class RowKeeper:
             return
         slot = self._slot_index(gctx, gf)
         if slot is None:
-            self.lost = True  # what comes back is the row's own: the first decode's check detaches us
+            self.lost = True  # what comes back is the row's own: the next read detaches us (DeviceGreedy.rows)
             return
         # In a ubatch with no output row (a long prefill's chunks) the row is llama.cpp's dummy one,
         # and it lands in the slot of that chunk's last position: no row a round reads is there then.

@@ -188,7 +188,12 @@ class Context:
     def kept_row(self, position: int, out: np.ndarray) -> np.ndarray:
         """The row of the latest decode at `position`, copied into `out`, from a decode already read;
         a later decode at a position as many slots on (kept_rows) takes its place."""
-        return self._greedy.keeper.fetch(position, out)
+        keeper = self._greedy.keeper if self._greedy is not None else None
+        if keeper is None:  # detached since the row was kept: its buffer is gone
+            raise RuntimeFailure(
+                f"{self.model.name}'s rows were handed back from the device during a round; ask again to go on."
+            )
+        return keeper.fetch(position, out)
 
     def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
         """The latest decode's greedy token per output row, where the device took them: None for

@@ -295,3 +295,14 @@ def test_a_state_replayed_in_a_rewind_keeps_its_row_off_the_drafts(tmp_path):
         for ctx in (kept, taken, alone):
             ctx.close()
         model.close()
+
+
+def test_a_row_asked_for_after_the_keeper_was_detached_is_refused_in_a_sentence(drafter_model, contexts):
+    from engine.errors import RuntimeFailure
+
+    kept, _ = contexts
+    kept.decode(drafter_model.tokenize("SELECT name FROM", add_special=False), all_logits=False)
+    kept._greedy.detach(kept.ptr)
+    assert not kept.keeps_rows
+    with pytest.raises(RuntimeFailure, match="rows were handed back from the device during a round"):
+        kept.kept_row(kept.n_past - 1, np.empty(drafter_model.n_vocab, np.float32))
