@@ -20,12 +20,14 @@ import numpy as np
 
 from engine.errors import RuntimeFailure
 from engine.runtime.ggmlapi import SamplerInterface, ggml_functions
-from engine.runtime.keptrows import KEPT_WIDTH, RowKeeper
-from engine.sampling import softmax_parts
+from engine.runtime.keptrows import KEPT_WIDTH, MAX_BANNED, RowKeeper
+from engine.sampling import parts_from_top, softmax_parts
 
 # How far the device's normaliser may sit from the host's own (softmax_parts) of the same row,
 # relative, in the check each context makes once: float32 sums in another order differ in the 6th digit.
 NORMALISER_TOLERANCE = 1e-4
+# Where a kept row's banned logits sit in what came back (RowKeeper), by the ban's length
+_KEPT_BANS = tuple(tuple(range(1, 1 + n)) for n in range(MAX_BANNED + 1))
 
 
 class DeviceGreedy:
@@ -120,6 +122,22 @@ class DeviceGreedy:
         elif not named:
             return self._full(view), None, None  # no token (a row of NaNs has none above -FLT_MAX): the host scans
         return view, argmax, sums
+
+    def parts(
+        self, rows: np.ndarray, argmax: list[int], normalisers: list[float], banned: tuple[int, ...]
+    ) -> list[tuple[float, float] | None] | None:
+        """Context.device_parts: each row's softmax_parts from what came back with it (the row, or
+        a keeper's floats: the argmax's logit, then the banned tokens' in turn)."""
+        keeper = self.keeper
+        if keeper is None:
+            return [
+                None if t in banned else parts_from_top(row, t, p, banned)
+                for row, t, p in zip(rows, argmax, normalisers)
+            ]
+        if banned != keeper.banned:
+            return None
+        ban = _KEPT_BANS[len(banned)]
+        return [None if t in banned else parts_from_top(row, 0, p, ban) for row, t, p in zip(rows, argmax, normalisers)]
 
     def _full(self, view: np.ndarray) -> np.ndarray:
         """The latest decode's rows themselves: `view`, or the row its keeper holds (fetched)."""

@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
+from engine.runtime.contexts import common_prefix
 from engine.runtime.devicegreedy import DeviceGreedy
-from engine.runtime.keptrows import MAX_BANNED
 from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
 from engine.runtime.observers import BatchObserver, BatchObservers
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
-from engine.sampling import parts_from_top
-
-# Where a kept row's banned logits sit in what came back (RowKeeper), by the ban's length
-_KEPT_BANS = tuple(tuple(range(1, 1 + n)) for n in range(MAX_BANNED + 1))
 
 
 class Context:
@@ -210,18 +206,7 @@ class Context:
         where the device gave neither, and for a row where its token is banned."""
         if self.argmax is None or self.normalisers is None:
             return None
-        if self.keeps_rows:  # what came back: the argmax's logit, then the banned tokens' in turn
-            if banned != self._greedy.keeper.banned:
-                return None
-            ban = _KEPT_BANS[len(banned)]
-            return [
-                None if t in banned else parts_from_top(row, 0, p, ban)
-                for row, t, p in zip(rows, self.argmax, self.normalisers)
-            ]
-        return [
-            None if t in banned else parts_from_top(row, t, p, banned)
-            for row, t, p in zip(rows, self.argmax, self.normalisers)
-        ]
+        return self._greedy.parts(rows, self.argmax, self.normalisers, banned)
 
     @property
     def n_past(self) -> int:
@@ -443,27 +428,3 @@ class Context:
 
     def __del__(self) -> None:
         self.close()
-
-
-@contextmanager
-def stoppable(contexts: Iterable[object], cancelled: Callable[[], bool]) -> Iterator[None]:
-    """Context.stoppable on each of `contexts` that is an open Context (the rest, e.g. None, skipped)."""
-    with ExitStack() as stack:
-        for ctx in contexts:
-            if isinstance(ctx, Context) and ctx.ptr:
-                stack.enter_context(ctx.stoppable(cancelled))
-        yield
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # the answer is in [lo, hi): halve on slice comparisons, which run in C
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
