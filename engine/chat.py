@@ -139,6 +139,19 @@ class StopMatcher:
             return released, True
         return self._release(len(self._text) - self._pending()), False
 
+    def push_all(self, items: list) -> tuple[list, bool]:
+        """push() each item in turn, up to a stop string's end: the items now safe to release, and
+        whether a stop string completed (the items after it are dropped)."""
+        if not self.stops:
+            return items, False
+        released: list = []
+        for item in items:
+            out, stopped = self.push(item)
+            released += out
+            if stopped:
+                return released, True
+        return released, False
+
     def flush(self) -> list:
         """The stream ended with no stop: everything held is the model's text."""
         released, self.held, self._text = self.held, [], ""

@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -71,9 +72,9 @@ class Verdict:
     target_dists: list[np.ndarray | None]  # kept only when someone asked for candidates
 
 
-@dataclass(frozen=True)
-class Emitted:
-    """One token a round emitted, with its provenance: the round decides it."""
+class Emitted(NamedTuple):
+    """One token a round emitted, with its provenance: the round decides it. (A tuple: a round
+    makes one a token, and a frozen dataclass costs three times as much to make.)"""
 
     token: int
     kind: TokenKind
@@ -187,39 +188,29 @@ def _llama_s(target: Context, drafter_ctx) -> float:
 
 def provenance(draft: Draft, verdict: Verdict, top: int, want_probs: bool) -> list[Emitted]:
     """The round's tokens: accepted drafts, then the target's own, named by where they came from."""
-    tokens = [*draft.tokens[: verdict.accepted], verdict.token]
-    drafted = min(len(tokens), len(draft.tokens))
+    accepted, drafts = verdict.accepted, draft.tokens
+    tokens = [*drafts[:accepted], verdict.token]
+    drafted = min(len(tokens), len(drafts))
     draft_probs = draft.probs(tokens[:drafted]) if want_probs and drafted else [None] * drafted
-    missed = verdict.accepted if verdict.accepted < len(draft.tokens) else None
-    if missed is not None and want_probs and draft.rows is not None:
-        anatomy = {
-            "draft_rank": draft.rank(missed, tokens[missed]),
-            "rejected_prob": draft.probs([*([None] * missed), draft.tokens[missed]])[missed],
-        }
+    target_probs = verdict.target_probs
+    out = [Emitted(t, TokenKind.ACCEPTED, target_probs[i], draft_probs[i]) for i, t in enumerate(tokens[:accepted])]
+    last, p = verdict.token, target_probs[accepted]
+    if not drafts:
+        out.append(Emitted(last, TokenKind.PLAIN, p))
+    elif accepted == len(drafts):
+        out.append(Emitted(last, TokenKind.BONUS, p))
     else:
-        anatomy = {}
-    out = []
-    for pos, token in enumerate(tokens):
-        if not draft.tokens:
-            kind = TokenKind.PLAIN
-        elif pos < verdict.accepted:
-            kind = TokenKind.ACCEPTED
-        elif verdict.accepted < len(draft.tokens):
-            kind = TokenKind.REPLACED
-        else:
-            kind = TokenKind.BONUS
-        out.append(
-            Emitted(
-                token=token,
-                kind=kind,
-                target_prob=verdict.target_probs[pos],
-                draft_prob=draft_probs[pos] if pos < drafted else None,
-                rejected=draft.tokens[pos] if kind is TokenKind.REPLACED else None,
-                **(anatomy if kind is TokenKind.REPLACED else {}),
-                target_top=_top(verdict.target_dists, pos, top),
-                draft_top=_top_draft(draft, pos, top) if pos < drafted else (),
-            )
-        )
+        refused = drafts[accepted]
+        rank = refused_p = None
+        if want_probs and draft.rows is not None:
+            rank = draft.rank(accepted, last)
+            refused_p = draft.probs([*([None] * accepted), refused])[accepted]
+        out.append(Emitted(last, TokenKind.REPLACED, p, draft_probs[accepted], refused, rank, refused_p))
+    if top:
+        out = [
+            e._replace(target_top=_top(verdict.target_dists, pos, top), draft_top=_top_draft(draft, pos, top))
+            for pos, e in enumerate(out)
+        ]
     return out
 
 
@@ -309,12 +300,14 @@ def generate(
     contexts = [c for c in (target, getattr(drafter, "ctx", None)) if isinstance(c, Context)]
     for c in contexts:
         c.side = side
+    # A round's time runs from the end of the last one's work (its events out, its tail done) to its
+    # tokens made, less the time the consumer held the events handed over in between.
+    start, held = time.perf_counter(), 0.0
     try:
         while generated < config.max_tokens and finish is FinishReason.MAX_TOKENS:
             if cancelled():
                 finish = FinishReason.CANCELLED
                 break
-            start = time.perf_counter()
             room = target.n_ctx - target.n_past  # rows the target cache can still take
             if room < 1 and first_row is None:
                 finish = FinishReason.CONTEXT_FULL
@@ -326,35 +319,34 @@ def generate(
             except Exception:
                 yield from outbox.release()  # what the reply had so far is the user's
                 raise
-            events = []
+            events, index = [], len(rounds)
             for pos, e in enumerate(r.emitted):
                 history.append(e.token)
                 generated += 1
                 eog = model.is_eog(e.token)
                 # The reply's last token (max tokens) shows a character it cuts as U+FFFD, as the text does.
                 piece = "" if eog else text.push(model.piece(e.token), final=generated == config.max_tokens)
-                events.append(token_event(e, piece, len(rounds), pos, model))
+                events.append(token_event(e, piece, index, pos, model))
                 if eog:
                     finish = FinishReason.EOG
                     break
-            round_s = time.perf_counter() - start
+            now = time.perf_counter()
+            round_s, start, held = now - start - held, now, 0.0
             if first_row is None:
                 policy.observe(len(r.draft.tokens), r.verdict.accepted, RoundSeconds(r.draft_s, r.verify_s, r.commit_s))
-            yield from outbox.release()  # the previous round's, settled by this round's first decode
-            for event in events:
-                released, stopped = stops.push(event)
-                pieces.extend(e.text for e in released)
-                shown.extend(released)
-                outbox.put(released)
-                if stopped:
-                    finish = FinishReason.STOP_STRING
-                    break
-            summary = round_event(r, len(rounds), wanted, round_s, from_prefill=first_row is not None)
-            outbox.wait_for(len(rounds), r)
+            held += yield from _handed(outbox.release())  # the previous round's, settled by this round's first decode
+            released, stopped = stops.push_all(events)
+            pieces += [e.text for e in released]
+            shown += released
+            outbox.put(released)
+            if stopped:
+                finish = FinishReason.STOP_STRING
+            summary = round_event(r, index, wanted, round_s, from_prefill=first_row is not None)
+            outbox.wait_for(index, r)
             outbox.put([summary])
             rounds.append((summary, round_s))
             if outbox.round is None:  # nothing left to side work: out at once
-                yield from outbox.release()
+                held += yield from _handed(outbox.release())
             first_row = None
         if finish is not FinishReason.STOP_STRING:
             released = stops.flush()  # no stop string completed: the held text is the model's
@@ -369,6 +361,13 @@ def generate(
     yield run_stats(
         rounds, finish, policy.setting, history[len(history) - generated :], "".join(pieces), prefill, target, shown
     )
+
+
+def _handed(events: list[Event]) -> Generator[Event, None, float]:
+    """Yield `events`; return how long the consumer held them (no time of the engine's)."""
+    t0 = time.perf_counter()
+    yield from events
+    return time.perf_counter() - t0
 
 
 def _top(dists: list[np.ndarray | None], pos: int, n: int) -> Candidates:

@@ -164,3 +164,13 @@ def test_a_stop_string_that_never_comes_changes_nothing(engine, prompts, unstopp
     assert stats.finish_reason is FinishReason.MAX_TOKENS
     assert stats.text == "".join(t.text for t in unstopped)
     assert list(stats.token_ids) == [t.token_id for t in unstopped]
+
+
+def test_a_rounds_items_pushed_at_once_stop_where_one_at_a_time_would():
+    items = [Item("a"), Item("b")]
+    assert StopMatcher(()).push_all(items) == (items, False)  # no stop strings: the round's own list
+    m = StopMatcher(("STOP",))
+    released, stopped = m.push_all([Item("a"), Item("ST"), Item("OP"), Item("after")])
+    assert (texts(released), stopped) == (["a"], True)  # what follows the stop in the round is dropped
+    released, stopped = m.push_all([Item("x"), Item("ST")])
+    assert (texts(released), stopped, texts(m.held)) == (["x"], False, ["ST"])

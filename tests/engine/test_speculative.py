@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from engine import (
@@ -15,6 +17,7 @@ from engine import (
     TokenKind,
     VerifyBatch,
 )
+from engine.depth import FixedDepth
 from engine.measure.profile import machine_id, save_profile
 
 N_TOKENS = 48
@@ -136,6 +139,33 @@ def test_stats_are_consistent(engine, prompts):
     assert stats.decode_s >= stats.draft_s + stats.verify_s
     assert stats.decode_tps > 0 and stats.end_to_end_tps < stats.decode_tps
     assert 0 <= stats.overhead_s < stats.decode_s
+
+
+def test_a_rounds_time_is_the_engines_work_since_the_last_round_not_the_consumers(engine, prompts, monkeypatch):
+    """A round's time runs from the end of the last round's work (its tail too: the policy told,
+    its events handed over) to its tokens made; the time the consumer holds an event is no
+    round's. The clock jumps while the consumer holds each event, and while the policy is told."""
+    real, jump = time.perf_counter, [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + jump[0])
+    hold, tail = 1000.0, 100.0
+
+    class Told(FixedDepth):
+        def observe(self, drafted, accepted, seconds=None) -> None:
+            jump[0] += tail  # the round's tail: engine time after its tokens are made
+
+    monkeypatch.setattr(engine, "depth_policy", lambda depth, progress=None: Told(2))
+    engine.forget()
+    events = []
+    for event in engine.stream(prompts["code"], GenerationConfig(max_tokens=12, depth=2, ignore_eog=True)):
+        events.append(event)
+        jump[0] += hold
+    stats = events[-1]
+    rounds = [e for e in events if isinstance(e, RoundEvent) and not e.from_prefill]
+    assert len(rounds) >= 3
+    # the first decode round follows the prefill's, whose policy is not told: no tail before it
+    assert rounds[0].round_ms < tail * 1e3
+    assert all(tail * 1e3 <= r.round_ms < (tail + hold) * 1e3 for r in rounds[1:])
+    assert tail * (len(rounds) - 1) <= stats.decode_s < tail * len(rounds)
 
 
 def test_a_confidence_cut_off_drafts_less_and_changes_nothing(engine, prompts, reference):
