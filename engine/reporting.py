@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.content import acceptance_by_segment
-from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, new_token_event
+from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent
 
 if TYPE_CHECKING:
     from engine.depth import Depth
@@ -38,21 +38,33 @@ class Outbox:
             for pos, job in enumerate(r.pending):
                 self.late[(index, pos)] = job.result()
             self.round = None
-        out, self.events = self.events, []
-        if self.late:
-            for e in out:
-                p = self.late.pop((e.round_index, e.position), None) if isinstance(e, TokenEvent) else None
-                if p is not None:  # a frozen event, its probability set in place once, before anyone sees it
-                    object.__setattr__(e, "target_prob", p)
+        out, self.events = [self._filled(e) for e in self.events], []
         return out
+
+    def _filled(self, e: Event) -> Event:
+        if isinstance(e, TokenEvent):
+            p = self.late.pop((e.round_index, e.position), None)
+            if p is not None:  # a frozen event, its probability set in place once, before anyone sees it
+                object.__setattr__(e, "target_prob", p)
+        return e
 
 
 def token_event(e: Emitted, text: str, round_index: int, position: int, model) -> TokenEvent:
-    rejected_text = model.piece(e.rejected).decode("utf-8", errors="replace") if e.rejected is not None else None
-    return new_token_event(
-        e.token, text, e.kind, round_index, position, e.target_prob, e.draft_prob, e.rejected, rejected_text,
-        e.draft_rank, e.rejected_prob, e.target_top, e.draft_top,
-    )  # fmt: skip
+    return TokenEvent(
+        token_id=e.token,
+        text=text,
+        kind=e.kind,
+        round_index=round_index,
+        position=position,
+        target_prob=e.target_prob,
+        draft_prob=e.draft_prob,
+        rejected_id=e.rejected,
+        rejected_text=model.piece(e.rejected).decode("utf-8", errors="replace") if e.rejected is not None else None,
+        draft_rank=e.draft_rank,
+        rejected_prob=e.rejected_prob,
+        target_top=e.target_top,
+        draft_top=e.draft_top,
+    )
 
 
 def round_event(r: Round, index: int, depth: int, round_s: float, from_prefill: bool) -> RoundEvent:

@@ -131,14 +131,9 @@ def parts_from_top(
     row[top])) (the device's, of the row as it came), with `banned` tokens then given no
     probability: their terms taken out. None where that is no number of at least 1 (the top's own
     term), a NaN in the row for one."""
-    return parts_from_logits(float(row[top]), normaliser, [float(row[b]) for b in banned])
-
-
-def parts_from_logits(largest: float, normaliser: float, banned_logits: list[float]) -> tuple[float, float] | None:
-    """parts_from_top, from the top's logit and the banned tokens' (read from the row, or what a
-    device kept of it)."""
-    for logit in banned_logits:  # a few end-of-turn ids: a loop costs less than numpy on so few
-        normaliser -= math.exp(logit - largest)
+    largest = float(row[top])
+    for b in banned:  # a few end-of-turn ids: a loop costs less than numpy's fancy indexing
+        normaliser -= math.exp(float(row[b]) - largest)
     return (largest, normaliser) if normaliser >= 1.0 else None
 
 

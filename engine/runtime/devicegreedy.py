@@ -20,12 +20,14 @@ import numpy as np
 
 from engine.errors import RuntimeFailure
 from engine.runtime.ggmlapi import SamplerInterface, ggml_functions
-from engine.runtime.keptrows import KEPT_WIDTH, RowKeeper
-from engine.sampling import parts_from_logits, softmax_parts
+from engine.runtime.keptrows import KEPT_WIDTH, MAX_BANNED, RowKeeper
+from engine.sampling import parts_from_top, softmax_parts
 
 # How far the device's normaliser may sit from the host's own (softmax_parts) of the same row,
 # relative, in the check each context makes once: float32 sums in another order differ in the 6th digit.
 NORMALISER_TOLERANCE = 1e-4
+# Where a kept row's banned logits sit in what came back (RowKeeper), by the ban's length
+_KEPT_BANS = tuple(tuple(range(1, 1 + n)) for n in range(MAX_BANNED + 1))
 
 
 class DeviceGreedy:
@@ -36,7 +38,6 @@ class DeviceGreedy:
     ) -> None:
         self._chain: object | None = chain
         self._shape = (max_rows, n_vocab)
-        self._bans: tuple[tuple[int, ...], np.ndarray] = ((), np.empty(0, dtype=np.intp))  # the latest ban, as indices
         self._checked = False
         self._address = 0
         self._rows = np.empty((0, n_vocab), dtype=np.float32)
@@ -126,28 +127,17 @@ class DeviceGreedy:
         self, rows: np.ndarray, argmax: list[int], normalisers: list[float], banned: tuple[int, ...]
     ) -> list[tuple[float, float] | None] | None:
         """Context.device_parts: each row's softmax_parts from what came back with it (the row, or
-        a keeper's floats: the argmax's logit, then the banned tokens' in turn). The logits it needs
-        are read in one go (a few numpy calls, not one a logit)."""
+        a keeper's floats: the argmax's logit, then the banned tokens' in turn)."""
         keeper = self.keeper
         if keeper is None:
-            width = rows.shape[1]
-            tops = rows.take([i * width + t for i, t in enumerate(argmax)]).tolist()
-            bans = rows.take(self._ban_index(banned), axis=1).tolist() if banned else [()] * len(argmax)
-        elif banned != keeper.banned:
+            return [
+                None if t in banned else parts_from_top(row, t, p, banned)
+                for row, t, p in zip(rows, argmax, normalisers)
+            ]
+        if banned != keeper.banned:
             return None
-        else:
-            kept = rows[:, : 1 + len(banned)].tolist()
-            tops, bans = [k[0] for k in kept], [k[1:] for k in kept]
-        return [
-            None if t in banned else parts_from_logits(top, p, b)
-            for t, top, p, b in zip(argmax, tops, normalisers, bans)
-        ]
-
-    def _ban_index(self, banned: tuple[int, ...]) -> np.ndarray:
-        """`banned` as an index array, made once a ban (a reply's)."""
-        if self._bans[0] is not banned and self._bans[0] != banned:
-            self._bans = (banned, np.array(banned, dtype=np.intp))
-        return self._bans[1]
+        ban = _KEPT_BANS[len(banned)]
+        return [None if t in banned else parts_from_top(row, 0, p, ban) for row, t, p in zip(rows, argmax, normalisers)]
 
     def _full(self, view: np.ndarray) -> np.ndarray:
         """The latest decode's rows themselves: `view`, or the row its keeper holds (fetched)."""

@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError, fields
-
 import pytest
 
 from engine.depth import AUTO
-from engine.events import (
-    FinishReason,
-    PositionTally,
-    RoundEvent,
-    RunStats,
-    TokenEvent,
-    TokenKind,
-    event_from_json,
-    new_token_event,
-)
+from engine.events import FinishReason, PositionTally, RoundEvent, RunStats, event_from_json
 
 
 def _stats(depth) -> RunStats:
@@ -75,19 +64,3 @@ def test_events_take_keywords_only():
     assert r.total_ms == 3.5 and RoundEvent.from_json(r.to_json()) == r
     guessed = RoundEvent(round_index=3, drafted=2, accepted=2, guessed=True)
     assert RoundEvent.from_json(guessed.to_json()) == guessed
-
-
-def test_a_token_event_made_positionally_is_the_one_keywords_make_and_as_frozen():
-    """The round makes its token events positionally (engine.events.positional): the same event."""
-    kw = dict(
-        token_id=5, text="x", kind=TokenKind.REPLACED, round_index=3, position=1, target_prob=0.5, draft_prob=0.25,
-        rejected_id=7, rejected_text="y", draft_rank=2, rejected_prob=0.125, target_top=((5, 0.5),),
-        draft_top=((7, 0.4),),
-    )  # fmt: skip
-    assert [f.name for f in fields(TokenEvent)] == list(kw)  # the order new_token_event takes them in
-    made = new_token_event(*kw.values())
-    assert type(made) is TokenEvent and made == TokenEvent(**kw)
-    with pytest.raises(FrozenInstanceError):
-        made.text = "z"  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        new_token_event(*list(kw.values())[:-1])  # every field, no defaults
