@@ -73,8 +73,7 @@ class Verdict:
 
 
 class Emitted(NamedTuple):
-    """One token a round emitted, with its provenance: the round decides it. (A tuple: a round
-    makes one a token, and a frozen dataclass costs three times as much to make.)"""
+    """One token a round emitted, with its provenance: the round decides it."""
 
     token: int
     kind: TokenKind
