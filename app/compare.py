@@ -57,7 +57,7 @@ class CompareWorker(QObject):
             self.failed.emit(self.chat_worker.missing())
             return
         try:
-            ids = engine.tokenize_prompt(engine.render([Message("user", prompt)]))
+            ids = engine.prompt_ids([Message("user", prompt)])
             sides = []
             for d in (0, depth):
                 engine.forget()  # each side prefills the whole prompt: like with like

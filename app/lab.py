@@ -90,7 +90,7 @@ class LabWorker(QObject):
         n, total = len(request.prompts), len(request.prompts) * len(request.depths)
         done = 0
         for i, prompt in enumerate(request.prompts):
-            ids = engine.tokenize_prompt(engine.render([Message("user", prompt.text)]))
+            ids = engine.prompt_ids([Message("user", prompt.text)])
             for depth in request.depths:
                 if self.cancelled.is_set():
                     return True

@@ -303,7 +303,7 @@ class EngineWorker(QObject):
         last_emit = time.perf_counter()
         try:
             if self.remote is not None:
-                events, auto = self.remote.stream(request.messages, request.config, request.thinking, self.cancelled), None  # fmt: skip
+                events, auto = self.remote.reply(request.messages, request.config, request.thinking, self.cancelled), None  # fmt: skip
             else:
                 events, auto = self._local_events(request)
             for event in events:

@@ -22,7 +22,7 @@ PROMPT = "Write a bubble sort in C++: a function that sorts a std::vector<int> i
 def headless_run(engine, depth: int, tokens: int) -> float:
     from engine import GenerationConfig, Message
 
-    ids = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+    ids = engine.prompt_ids([Message("user", PROMPT)])
     engine.forget()
     stats = list(engine.stream(ids, GenerationConfig(max_tokens=tokens, depth=depth, ignore_eog=True)))[-1]
     return stats.decode_tps

@@ -34,7 +34,7 @@ PROMPT = "Write a bubble sort in C++."
 
 
 def local_tps(engine: Engine, depth: int, tokens: int) -> float:
-    prompt = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+    prompt = engine.prompt_ids([Message("user", PROMPT)])
     engine.forget()
     times = [time.perf_counter() for e in engine.stream(prompt, GenerationConfig(max_tokens=tokens, depth=depth,
              ignore_eog=True)) if isinstance(e, TokenEvent)]  # fmt: skip

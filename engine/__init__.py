@@ -5,13 +5,17 @@ engine = Engine.load("default", "default")
 for event in engine.session().send("Write a bubble sort in C++", GenerationConfig(depth=2)):
     ...
 
-This module is the engine's public face: the app and scripts import from here alone.
+This module is the engine's public face: what the app, the server and the command line use.
+The app imports from here alone (a test holds it to that); a script that needs the round
+itself imports engine.speculative, engine.runtime and engine.drafting by name.
 The layers beneath, each a sub-package or module with one purpose:
 
   errors, events, depth, sampling, chat, progress   the vocabulary: no model, no llama.cpp
-  runtime/    the llama.cpp binding: load, decode a batch, logits, rewind; GGUF reading
+  runtime/    what the round needs from a backend (protocol), llama.cpp as one (llama/), GGUF reading
+  drafting/   the Drafter protocol, one module per kind, and the one table of kinds (kinds)
   models/     the catalog (download, assemble, check) and drafter compatibility
-  drafting/   the Drafter protocol and one module per kind: model, n-gram
+  rounds      a round's data: the config, the prompt's pass, the verdict, each token's provenance
+  reporting   rounds into the events a reply streams
   speculative the round (decides provenance) and the generation loop
   measure/    the cost model, box profiles, Auto depth, thermal state, the batch probe
   session     the engine a program holds: a pair, its depth policy, conversations
@@ -25,9 +29,10 @@ The layers beneath, each a sub-package or module with one purpose:
 import llama_cpp.llama_cpp  # noqa: F401, I001
 
 
-from engine.chat import ChatTemplate, Message, template_for, tokenize_prompt
-from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth, describe_depth, parse_depth
-from engine.drafting import Draft, Drafter, ModelDrafter, MtpDrafter, NgramDrafter, VerifyBatch
+from engine.chat import Message
+from engine.depth import AUTO, MAX_DEPTH, Depth, parse_depth
+from engine.drafting.kinds import KINDS as DRAFTER_KINDS
+from engine.drafting.kinds import DrafterKind
 from engine.errors import (
     Cancelled,
     ChatTemplateError,
@@ -38,17 +43,7 @@ from engine.errors import (
     ModelNotAvailable,
     RuntimeFailure,
 )
-from engine.events import (
-    ContentStats,
-    Event,
-    FinishReason,
-    PositionTally,
-    RoundEvent,
-    RunStats,
-    TokenEvent,
-    TokenKind,
-    event_from_json,
-)
+from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.measure.auto import AutoDepth
 from engine.measure.costmodel import (
     PRESET_COSTS,
@@ -59,39 +54,34 @@ from engine.measure.costmodel import (
     DepthPrediction,
     best_depth,
     conditional_acceptance,
-    expected_tokens,
-    explain,
     measured_acceptance,
     measured_plain_pass_s,
     measured_round_cost,
     predict,
 )
-from engine.measure.probe import ProbeResult, batch_invariance
-from engine.measure.profile import load_profile, profile_for_target_only, saved_pair_profile, saved_target_profile
-from engine.measure.thermal import ThermalReading, ThermalSampler, ThermalState, read_thermal
-from engine.models import Verdict, catalog, check
+from engine.measure.thermal import ThermalReading, ThermalSampler, ThermalState
+from engine.models import catalog
 from engine.models.catalog import CatalogModel, Progress
 from engine.replay import Replay, mentioned_tokens
 from engine.replay import load as load_replay
 from engine.replay import record as record_replay
 from engine.ruler.prompts import BenchPrompt
 from engine.ruler.prompts import load_file as load_prompts_file
-from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose
+from engine.rounds import GenerationConfig
+from engine.runtime import Model, RuntimeOptions, runtime_version, set_verbose
 from engine.sampling import SamplingConfig
-from engine.measure.anatomy import RANK_BUCKETS, RejectionAnatomy, WhatIf, ordinal, rank_bucket, rejection_anatomy
-from engine.measure.gauge import Gauge, gauge
-from engine.models.local import LocalModel, local_models
-from engine.models.compat import Rule
-from engine.pairdoctor import PairReport, Prediction, pair_report, probe_pair
-from engine.pairprobe import Probe, PromptProbe
-from engine.session import ChatSession, Engine, PairSpec, load_drafter, plain_reason_for
-from engine.speculative import GenerationConfig, Prefill, generate, speculative_round
+from engine.measure.anatomy import RANK_BUCKETS, RejectionAnatomy, ordinal, rank_bucket, rejection_anatomy
+from engine.measure.gauge import gauge
+from engine.models.local import local_models
+from engine.pairdoctor import PairReport, pair_report, probe_pair
+from engine.session import ChatSession, Engine, load_drafter, plain_reason_for
 from engine.stepping import RoundStep, Stepper
 from engine.remote import ConnectionLost, Endpoint, Remote, RemoteError, RemoteInfo, Unreachable
 from engine.remote import attach as attach_remote
 
 __all__ = [
     "AUTO",
+    "DRAFTER_KINDS",
     "MAX_DEPTH",
     "PRESET_COSTS",
     "RANK_BUCKETS",
@@ -103,44 +93,27 @@ __all__ = [
     "Cancelled",
     "CatalogModel",
     "ChatSession",
-    "ChatTemplate",
     "ChatTemplateError",
     "ConnectionLost",
-    "ContentStats",
-    "Context",
     "ContextFullError",
     "Costs",
     "Depth",
-    "DepthPolicy",
     "DepthPrediction",
-    "Draft",
-    "Drafter",
+    "DrafterKind",
     "DraftlightError",
     "Endpoint",
     "Engine",
     "Event",
     "FinishReason",
-    "FixedDepth",
-    "Gauge",
     "GenerationConfig",
     "IncompatibleDrafter",
-    "LocalModel",
     "Message",
     "Model",
-    "ModelDrafter",
     "ModelFileError",
     "ModelNotAvailable",
-    "MtpDrafter",
-    "NgramDrafter",
     "PairReport",
-    "PairSpec",
     "PositionTally",
-    "Prediction",
-    "Prefill",
-    "Probe",
-    "ProbeResult",
     "Progress",
-    "PromptProbe",
     "RejectionAnatomy",
     "Remote",
     "RemoteError",
@@ -148,7 +121,6 @@ __all__ = [
     "Replay",
     "RoundEvent",
     "RoundStep",
-    "Rule",
     "RunStats",
     "RuntimeFailure",
     "RuntimeOptions",
@@ -160,24 +132,13 @@ __all__ = [
     "TokenEvent",
     "TokenKind",
     "Unreachable",
-    "Verdict",
-    "VerifyBatch",
-    "WhatIf",
     "attach_remote",
-    "batch_invariance",
     "best_depth",
     "catalog",
-    "check",
     "command_line",
     "conditional_acceptance",
-    "describe_depth",
-    "event_from_json",
-    "expected_tokens",
-    "explain",
     "gauge",
-    "generate",
     "load_drafter",
-    "load_profile",
     "load_prompts_file",
     "load_replay",
     "local_models",
@@ -191,19 +152,12 @@ __all__ = [
     "plain_reason_for",
     "predict",
     "probe_pair",
-    "profile_for_target_only",
     "rank_bucket",
-    "read_thermal",
     "record_replay",
     "rejection_anatomy",
     "run_command",
     "runtime_version",
-    "saved_pair_profile",
-    "saved_target_profile",
     "set_verbose",
-    "speculative_round",
-    "template_for",
-    "tokenize_prompt",
 ]
 
 

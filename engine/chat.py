@@ -10,16 +10,12 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import jinja2
 from jinja2.sandbox import SecurityError
 
 from engine.errors import ChatTemplateError, ContextFullError, DraftlightError
+from engine.runtime import Model
 from engine.templating import MAX_ITEMS, RENDER_SECONDS, RenderBudget, Sandbox, TooLarge
-
-if TYPE_CHECKING:  # the model is only read here: chat stays below the runtime
-    from engine.runtime import Model
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"

@@ -14,6 +14,7 @@ import time
 
 from engine.arguments import MAX_CTX, Parser, ctx_arg, float_in, int_in, terminal_safe, threads_arg, utf8_or_refuse
 from engine.depth import AUTO, MAX_DEPTH, describe_depth, parse_depth
+from engine.drafting import kinds
 from engine.errors import DraftlightError
 from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.models import catalog
@@ -203,8 +204,9 @@ def cmd_tune(args) -> int:
     options = RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=not args.fast)
     progress = terminal_progress()
     target_path = catalog.resolve(catalog.DEFAULT_TARGET if args.target == "default" else args.target, progress)
-    if args.drafter in ("mtp", "ngram") or (
-        args.drafter != "default" and drafter_kind(target_path, catalog.resolve(args.drafter, progress)) != "model"
+    if args.drafter in (kinds.MTP.name, kinds.NGRAM.name) or (
+        args.drafter != "default"
+        and drafter_kind(target_path, catalog.resolve(args.drafter, progress)) != kinds.MODEL.name
     ):
         return _tune_target_only(target_path, options)
     drafter_path = catalog.resolve(catalog.DEFAULT_DRAFTER if args.drafter == "default" else args.drafter, progress)
@@ -280,7 +282,7 @@ def cmd_pair(args: argparse.Namespace) -> int:
         marks = ("✓", "✗") if "✓✗".encode(encoding, errors="ignore") else ("+", "x")
         text = "\n".join(report.lines(marks)) + "\n"
         sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))  # a token's text may not encode
-    if report.compatible or report.drafter_kind == "none":
+    if report.compatible or report.drafter_kind == kinds.NONE.name:
         return 0
     print(f"draftlight: {report.verdict}", file=sys.stderr)  # the status says it to a script; this, to a person
     return 1

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from engine.drafting import kinds
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, speculation_pays, why_plain
 from engine.measure.profile import drafting_free, load_profile, saved_target_profile
 from engine.models import catalog
@@ -71,11 +72,11 @@ class PairReport:
 
     @property
     def compatible(self) -> bool:
-        return self.drafter_kind != "none" and all(rule.holds for rule in self.rules)
+        return self.drafter_kind != kinds.NONE.name and all(rule.holds for rule in self.rules)
 
     @property
     def verdict(self) -> str:
-        if self.drafter_kind == "none":
+        if self.drafter_kind == kinds.NONE.name:
             return "No drafter chosen: nothing to check."
         if self.compatible:
             return "The drafter can draft for this target."
@@ -143,10 +144,10 @@ def pair_report(
     options = options or RuntimeOptions()
     target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, None, download)
     spec, found = str(drafter), ""
-    if spec == "auto":
+    if spec == kinds.AUTO_SPEC:
         discovery = discover(target_path)
-        spec, found = discovery.spec or "none", discovery.said
-    keyword = spec in ("none", "ngram", "mtp")
+        spec, found = discovery.spec or kinds.NONE.name, discovery.said
+    keyword = spec in kinds.KEYWORDS
     drafter_path = (
         None if keyword else catalog.resolve(catalog.DEFAULT_DRAFTER if spec == "default" else spec, None, download)
     )
@@ -154,7 +155,7 @@ def pair_report(
     try:
         kind = drafter_kind(target_path, drafter_path or spec)
         drafter_facts, checks = None, ()
-        if kind == "mtp" and drafter_path is None:
+        if kind == kinds.MTP.name and drafter_path is None:
             drafter_facts, checks = None, (mtp_rule(target_facts),)
         elif drafter_path is not None:
             drafter_model, drafter_facts = _facts(drafter_path)
@@ -199,9 +200,9 @@ def pair_report(
 
 def _profile(target: Model, drafter_path: Path | None, kind: str, options: RuntimeOptions) -> BoxProfile | None:
     """This pair's saved box profile: a draft model's own; the target's rows, drafting free, for the rest."""
-    if kind == "none":
+    if kind == kinds.NONE.name:
         return None
-    if kind == "model" and drafter_path is not None:
+    if kind == kinds.MODEL.name and drafter_path is not None:
         return load_profile(target.path, drafter_path, options)
     rows = saved_target_profile(target, options)
     return drafting_free(rows, kind) if rows else None
@@ -222,7 +223,7 @@ def predict_speed(
     compatible: bool = True,
 ) -> Prediction:
     """The speed the box profile predicts against plain, at the probe's acceptance (else the profile's own)."""
-    if kind == "none":
+    if kind == kinds.NONE.name:
         return Prediction("No drafter: replies run plain.")
     if not compatible:
         return Prediction("None: this drafter cannot draft for this target, so replies would run plain.")
@@ -271,10 +272,14 @@ def probe_pair(
     source = "your recent prompts" if prompts else "the built-in prompts"
     chosen = list(prompts or built_in_prompts())[:max_prompts]
     if not report.compatible:
-        why = "no drafter is chosen" if report.drafter_kind == "none" else "this drafter cannot draft for this target"
+        why = (
+            "no drafter is chosen"
+            if report.drafter_kind == kinds.NONE.name
+            else "this drafter cannot draft for this target"
+        )
         probe = Probe(source, PROBE_DEPTH, 0.0, note=f"The probe did not run: {why}.")
         return replace(report, probe=probe)
-    drafter_spec = report.drafter.path if report.drafter else report.drafter_kind  # "mtp", "ngram"
+    drafter_spec = report.drafter.path if report.drafter else report.drafter_kind  # a keyword kind: MTP, n-grams
     probe = run_probe(
         report.target.path,
         drafter_spec,

@@ -118,7 +118,7 @@ def run_probe(
                 break
             say(i, n, name)
             engine.forget()  # each prompt from empty caches: what a direct run of it gives
-            ids = engine.tokenize_prompt(engine.render([Message("user", text)]))
+            ids = engine.prompt_ids([Message("user", text)])
             stats: RunStats | None = None
             for event in engine.stream(ids, config, stop):
                 if isinstance(event, RoundEvent) and not event.from_prefill:

@@ -6,15 +6,13 @@ events until the probabilities left to side work are in (on an accelerator, one 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
 
 from engine.content import acceptance_by_segment
+from engine.depth import Depth
 from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent
-
-if TYPE_CHECKING:
-    from engine.depth import Depth
-    from engine.runtime import Context
-    from engine.speculative import Emitted, Prefill, Round
+from engine.rounds import Emitted, Prefill, Round
+from engine.runtime.protocol import RuntimeModel
 
 
 class Outbox:
@@ -44,12 +42,12 @@ class Outbox:
     def _filled(self, e: Event) -> Event:
         if isinstance(e, TokenEvent):
             p = self.late.pop((e.round_index, e.position), None)
-            if p is not None:  # a frozen event, its probability set in place once, before anyone sees it
-                object.__setattr__(e, "target_prob", p)
+            if p is not None:  # the probability side work computed: the event as it goes out
+                return dataclasses.replace(e, target_prob=p)
         return e
 
 
-def token_event(e: Emitted, text: str, round_index: int, position: int, model) -> TokenEvent:
+def token_event(e: Emitted, text: str, round_index: int, position: int, model: RuntimeModel) -> TokenEvent:
     return TokenEvent(
         token_id=e.token,
         text=text,
@@ -101,7 +99,7 @@ def run_stats(
     token_ids: list[int],
     text: str,
     prefill: Prefill,
-    target: Context,
+    n_ctx: int,
     shown: list[TokenEvent] = (),
 ) -> RunStats:
     """The reply's totals, from its rounds; the prefill's round counts no decode time."""
@@ -110,8 +108,7 @@ def run_stats(
     for r, _ in decode:
         tally.add(r.drafted, r.accepted)
     messages = {
-        FinishReason.CONTEXT_FULL: f"The reply filled the context window ({target.n_ctx:,} tokens); "
-        "start a new conversation.",
+        FinishReason.CONTEXT_FULL: f"The reply filled the context window ({n_ctx:,} tokens); start a new conversation.",
         FinishReason.CANCELLED: "Stopped.",
     }
     return RunStats(

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 from engine.chat import Message, check_fits, template_for, tokenize_prompt
 from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth
-from engine.drafting import DflashDrafter, Drafter, Eagle3Drafter, ModelDrafter, MtpDrafter, NgramDrafter
-from engine.drafting.mtp import ASSISTANT_ARCHITECTURES
+from engine.drafting import Drafter, kinds
+from engine.drafting.kinds import AUTO_SPEC, KEYWORDS
 from engine.errors import Cancelled, ContextFullError, DraftlightError, IncompatibleDrafter
 from engine.events import Event, FinishReason, RunStats
 from engine.measure.auto import AutoDepth, auto_depth_for
@@ -21,18 +22,11 @@ from engine.models import catalog
 from engine.models.compat import Verdict, check
 from engine.models.discover import discover
 from engine.reporting import run_stats
-from engine.runtime import Context, Model, RuntimeOptions, stoppable
-from engine.speculative import GenerationConfig, Prefill, generate
+from engine.rounds import GenerationConfig, Prefill
+from engine.runtime import Context, Model, RuntimeOptions
+from engine.speculative import generate
 
 ProfileProgress = Callable[[str], None]  # a sentence at a time while a box profile is measured
-
-
-@dataclass(frozen=True)
-class PairSpec:
-    """Which models to load: catalog names, 'default', paths; drafter also 'none' or 'ngram'."""
-
-    target: str = "default"
-    drafter: str = "default"
 
 
 class Engine:
@@ -93,9 +87,8 @@ class Engine:
         old = self.drafter
         self.drafter, self.verdict = drafter, verdict
         self._auto = None
-        close = getattr(old, "close", None)
-        if close is not None and old is not drafter:
-            close()
+        if old is not None and old is not drafter:
+            old.close()
 
     def swap_drafter(self, drafter: Drafter | None) -> None:
         """Use another drafter the caller keeps (and closes): the ruler's arms share one engine."""
@@ -153,7 +146,7 @@ class Engine:
             return FixedDepth(0)
         if depth == AUTO:
             auto = self.auto_depth(progress)
-            if self.go_plain and isinstance(self.drafter, ModelDrafter) and not speculation_pays(auto.profile):
+            if self.go_plain and self.drafter.kind == kinds.MODEL.name and not speculation_pays(auto.profile):
                 self.run_plain(why_plain(auto.profile))
                 return FixedDepth(0)
             return auto
@@ -209,6 +202,27 @@ class Engine:
         """The rendered conversation as the target's token ids; refused unread where it cannot fit."""
         return tokenize_prompt(self.target, rendered, max_tokens=self.ctx.n_ctx)
 
+    def prompt_ids(
+        self, messages: list[Message], thinking: bool = False, cancelled: Callable[[], bool] | None = None
+    ) -> list[int]:
+        """A conversation as the target's prompt: rendered through its template, then tokenized.
+        Every caller that starts a reply from messages (the app, the server, the lab, the ruler)
+        makes its prompt here, so the same messages give the same bytes everywhere."""
+        return self.tokenize_prompt(self.render(list(messages), thinking, cancelled))
+
+    def reply(
+        self,
+        messages: Sequence[Message],
+        config: GenerationConfig,
+        thinking: bool = False,
+        cancelled: Callable[[], bool] = lambda: False,
+        progress: ProfileProgress | None = None,
+    ) -> Iterator[Event]:
+        """The reply to a conversation, as a remote engine's `reply` streams it: its events, ending
+        with RunStats. The caches keep whatever prefix the last reply left."""
+        prompt = self.prompt_ids(list(messages), thinking, cancelled)
+        return self.stream(prompt, config, cancelled, progress)
+
     def stream(
         self,
         prompt: list[int],
@@ -234,7 +248,7 @@ class Engine:
             yield from self._unobserved(prompt, policy, config, cancelled, t0)
             return
         try:
-            with stoppable((self.ctx, getattr(drafter, "ctx", None)), cancelled):
+            with self.ctx.stoppable(cancelled), _stoppable(drafter, cancelled):
                 first_row, prefilled = self.ctx.prefill(prompt)
                 if reads_target:  # it was fed the prompt's pass; it says so, or refuses in a sentence
                     drafter.prefill(prompt)
@@ -255,7 +269,7 @@ class Engine:
         """A plain reply whose decodes a drafter reading the target does not watch: paused only while
         this reply computes, never while it waits (the teaching view holds a reply between steps)."""
         try:
-            with self.ctx.observers_paused(), stoppable((self.ctx,), cancelled):
+            with self.ctx.observers_paused(), self.ctx.stoppable(cancelled):
                 first_row, prefilled = self.ctx.prefill(prompt)
         except Cancelled:
             yield self._stopped_in_prefill(policy, t0)
@@ -272,7 +286,7 @@ class Engine:
     def _stopped_in_prefill(self, policy: DepthPolicy, t0: float) -> RunStats:
         """A reply stopped while its prompt was read: no tokens, finish CANCELLED."""
         return run_stats(
-            [], FinishReason.CANCELLED, policy.setting, [], "", Prefill(0, time.perf_counter() - t0), self.ctx
+            [], FinishReason.CANCELLED, policy.setting, [], "", Prefill(0, time.perf_counter() - t0), self.ctx.n_ctx
         )
 
     def close(self) -> None:
@@ -281,11 +295,15 @@ class Engine:
         self.target.close()
 
 
+def _stoppable(drafter: Drafter | None, cancelled: Callable[[], bool]) -> AbstractContextManager[None]:
+    return drafter.stoppable(cancelled) if drafter is not None else nullcontext()
+
+
 def saved_profile_for(target: Path, drafter: str | Path | None, options: RuntimeOptions) -> BoxProfile | None:
     """The saved profile of the target with a draft model named by `drafter` (default, a catalog
     name or a .gguf path), without loading either; None for anything else or nothing saved."""
     spec = catalog.DEFAULT_DRAFTER if str(drafter) == "default" else drafter
-    if spec is None or str(spec) in ("none", "ngram", "mtp", "auto"):
+    if spec is None or str(spec) in (*KEYWORDS, AUTO_SPEC):
         return None
     try:
         path = catalog.resolve(spec, None, download=False)
@@ -308,56 +326,40 @@ def load_drafter(
     download: bool = True,
     target_ctx: Context | None = None,
 ) -> tuple[Drafter | None, Verdict | None]:
-    """'none', 'ngram', 'mtp', 'auto', 'default', a catalog name or a path; raises IncompatibleDrafter.
-
-    'mtp' is the target's own multi-token-prediction head, on the target's context; 'auto'
-    finds a drafter (engine.models.discover) and the verdict says what it found and why.
-    """
-    if spec is None or str(spec) == "none":
+    """A kind's name ('none', 'ngram', 'mtp'), 'auto', 'default', a catalog name or a path; raises
+    IncompatibleDrafter. A file's kind comes from its header (engine.drafting.kinds); 'auto' finds a
+    drafter (engine.models.discover) and the verdict says what it found and why."""
+    if spec is None:
         return None, None
-    if str(spec) == "auto":
+    if str(spec) == AUTO_SPEC:
         found = discover(target.path)
         if found.spec is None:
             return None, Verdict(False, (), found.said)
         drafter, verdict = load_drafter(target, found.spec, options, progress, download, target_ctx)
         return drafter, replace(verdict or Verdict(True), found=found.said)
-    if str(spec) == "ngram":
-        return NgramDrafter(), None
-    if str(spec) == "mtp":
-        if target_ctx is None:
-            raise ValueError("an MTP head drafts on the target's context: pass target_ctx")
-        return MtpDrafter(target_ctx, max_depth=MAX_DEPTH), None
+    keyword = kinds.kind_named(str(spec))
+    if keyword is not None and keyword.keyword:
+        if keyword.reads_target and target_ctx is None:
+            raise ValueError(f"{keyword.words} draft on the target's context: pass target_ctx")
+        return kinds.load(keyword, target_ctx, None, options), None
     path = catalog.resolve(catalog.DEFAULT_DRAFTER if str(spec) == "default" else spec, progress, download)
     model = Model(path, options)
-    verdict = check(target, model)
-    if not verdict.compatible:
-        model.close()
-        raise IncompatibleDrafter(verdict.explain())
-    heads = model.info.nextn_layers and model.info.architecture == target.info.architecture
-    heads_alone = model.info.nextn_layers and "blk.0.attn_norm.weight" not in model.info.tensor_names  # as llama.cpp
-    if heads_alone and not heads and model.info.architecture not in ASSISTANT_ARCHITECTURES:
-        model.close()
-        raise IncompatibleDrafter(
-            f"{path.name} holds multi-token-prediction heads for a {model.info.architecture} model, and "
-            f"{target.name} is {target.info.architecture}: it was trained for another target."
-        )
-    if ((heads and heads_alone) or model.info.architecture in ASSISTANT_ARCHITECTURES) and target_ctx is not None:
-        try:  # a file of the target's MTP heads alone, or an assistant that reads the target's memory
-            return MtpDrafter(target_ctx, max_depth=MAX_DEPTH, sidecar=model), verdict
-        except BaseException:
-            model.close()
-            raise
-    reader = {"dflash": DflashDrafter, "eagle3": Eagle3Drafter}.get(model.info.architecture)
-    if reader is not None:
-        if target_ctx is None:
-            model.close()
+    try:
+        verdict = check(target, model)
+        if not verdict.compatible:
+            raise IncompatibleDrafter(verdict.explain())
+        kind = kinds.kind_of_file(model.info, target.info.architecture)
+        if kind is kinds.MODEL and kinds.heads_alone(model.info):
+            raise IncompatibleDrafter(
+                f"{path.name} holds multi-token-prediction heads for a {model.info.architecture} model, and "
+                f"{target.name} is {target.info.architecture}: it was trained for another target."
+            )
+        if kind.reads_target and target_ctx is None:
             raise IncompatibleDrafter(f"{model.name} reads the target's layers: load it beside a loaded target.")
-        try:
-            return reader(model, target_ctx, max_depth=MAX_DEPTH), verdict
-        except BaseException:
-            model.close()
-            raise
-    return ModelDrafter(model, options, max_depth=MAX_DEPTH), verdict
+        return kinds.load(kind, target_ctx, model, options), verdict
+    except BaseException:
+        model.close()
+        raise
 
 
 class ChatSession:
@@ -383,7 +385,7 @@ class ChatSession:
         """
         messages = [*self.messages, Message("user", text)]
         # No `cancelled` for the render (its budget ends it in seconds): a Stop in the prefill gives a cancelled reply.
-        prompt = self.engine.tokenize_prompt(self.engine.render(messages, self.thinking))
+        prompt = self.engine.prompt_ids(messages, self.thinking)
         stream = self.engine.stream(prompt, config, cancelled, progress)
         self.messages = messages
         reply: RunStats | None = None

@@ -5,6 +5,11 @@ in one batch; the walk keeps drafts while the target agrees and ends with the ta
 token; the round names each emitted token's provenance; both caches rewind to what was
 kept. Depth 0 is the same round with nothing drafted: one target pass, one plain token.
 The reply's first token is round 0: the same walk over the prompt's own last row.
+
+The round speaks to the runtime protocol alone (engine.runtime.protocol). Each acceleration a
+backend offers is one seam, chosen once by its `Acceleration`: the device's argmax and softmax
+(`device_choices`, `device_parts`), side work in a decode's wait (`side`), and whatever a
+drafter does on its own context (a draft model's overlap and guess).
 """
 
 from __future__ import annotations
@@ -13,97 +18,27 @@ import functools
 import math
 import time
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
 from engine.chat import StopMatcher, TextStream
-from engine.depth import Depth, DepthPolicy, RoundSeconds
+from engine.depth import DepthPolicy, RoundSeconds
 from engine.drafting import Draft, Drafter, VerifyBatch
 from engine.events import Event, FinishReason, RoundEvent, TokenEvent, TokenKind
 from engine.reporting import Outbox, round_event, run_stats, token_event
-from engine.runtime import Context
+from engine.rounds import Candidates, Emitted, GenerationConfig, Prefill, Round, Verdict
+from engine.runtime.protocol import RuntimeContext
 from engine.runtime.side import Job, SideWork
-from engine.sampling import Sampler, SamplingConfig, residual, softmax_at, top_candidates
+from engine.sampling import Sampler, residual, softmax_at, top_candidates
 
 NO_DRAFT = Draft()
-Candidates = tuple[tuple[int, float], ...]
+NO_PREFILL = Prefill()  # a reply whose caches hold history[:-1] already
 
-
-@dataclass(frozen=True)
-class GenerationConfig:
-    """What to generate and how."""
-
-    max_tokens: int = 512
-    depth: Depth = 2  # drafted tokens per round (0 turns speculation off), or AUTO
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    p_min: float = 0.0  # stop drafting when the drafter's top probability falls below this
-    stop: tuple[str, ...] = ()
-    # Fixed-length runs (benchmarks): end-of-generation tokens are banned, so the model
-    # writes on as llama.cpp's ignore_eos makes it; the same rule for drafter and target.
-    ignore_eog: bool = False
-    top_candidates: int = 0  # report the target's and drafter's top-n at each token
-    # Report each token's probabilities. Greedy decoding needs none of them, and each costs
-    # one pass over the vocabulary (~80 us for 152k tokens on a laptop-class CPU).
-    probabilities: bool = True
-
-
-@dataclass(frozen=True)
-class Prefill:
-    """The prompt's own pass: tokens it took in, its time, and its last row of logits.
-
-    With `first_row` the target's cache holds the whole prompt and the first token comes
-    from that row, as in llama.cpp: round 0, no draft, no decode time.
-    """
-
-    tokens: int = 0
-    seconds: float = 0.0
-    first_row: np.ndarray | None = None
-
-
-@dataclass
-class Verdict:
-    """What the target made of one draft."""
-
-    accepted: int  # drafts kept
-    token: int  # the target's own token after them
-    target_probs: list[float]  # for each emitted token
-    target_dists: list[np.ndarray | None]  # kept only when someone asked for candidates
-
-
-class Emitted(NamedTuple):
-    """One token a round emitted, with its provenance: the round decides it."""
-
-    token: int
-    kind: TokenKind
-    target_prob: float
-    draft_prob: float | None = None
-    rejected: int | None = None  # for REPLACED: the draft the target refused
-    draft_rank: int | None = None  # for REPLACED: the target's token among the drafter's choices (1: first)
-    rejected_prob: float | None = None  # for REPLACED: the drafter's probability of its refused draft
-    target_top: Candidates = ()
-    draft_top: Candidates = ()
-
-
-@dataclass
-class Round:
-    draft: Draft
-    verdict: Verdict
-    emitted: list[Emitted]
-    draft_s: float
-    verify_s: float
-    commit_s: float
-    rewind_s: float
-    llama_s: float  # time inside llama.cpp
-    confidence: tuple[float, ...] = ()  # the drafter's top probability at each drafted position
-    # The target's probabilities of the emitted tokens, when they are left to side work (the
-    # next decode's wait on an accelerator); `emitted` has NaN in their place until then.
-    pending: list[Job] | None = None
+__all__ = ["GenerationConfig", "Prefill", "generate", "provenance", "speculative_round", "walk"]
 
 
 def speculative_round(
-    target: Context,
+    target: RuntimeContext,
     drafter: Drafter | None,
     history: list[int],
     depth: int,
@@ -122,50 +57,35 @@ def speculative_round(
     it, the target's for the next decode (the round's `pending`).
     """
     n = len(history)
-    drafter_ctx = getattr(drafter, "ctx", None)
-    llama_before = _llama_s(target, drafter_ctx)
-    overlap = side is not None and target.options.overlap
-    deferred = overlap and sampler.greedy and config.probabilities and not config.top_candidates
+    llama_before = _backend_s(target, drafter)
+    deferred = _defers_probabilities(target, side, sampler, config)
     t0 = time.perf_counter()
-    drafting = drafter is not None and depth > 0 and prefill_row is None
-    draft = drafter.draft(history, depth, sampler, config.p_min, banned) if drafting else NO_DRAFT
-    if deferred and draft.tokens:
-        side.add(draft.prepare)
+
+    # Draft.
+    draft = NO_DRAFT
+    if drafter is not None and depth > 0 and prefill_row is None:
+        draft = drafter.draft(history, depth, sampler, config.p_min, banned, side)
+        if deferred and draft.tokens:
+            side.add(draft.prepare)  # its probabilities, in the verify's wait
     t1 = time.perf_counter()
 
-    rows = target.decode([history[-1], *draft.tokens], all_logits=True) if prefill_row is None else prefill_row[None, :]
-    # Where the device took each row's softmax, every probability in them is a lookup: none is put off.
-    asked = config.probabilities and prefill_row is None and sampler.greedy
-    parts = target.device_parts(rows, banned) if asked else None
-    if banned:
-        rows[:, banned] = -np.inf
-    if side is not None:
-        side.run()  # the draft's last row and its probabilities: done in the verify's wait on a GPU
+    # Verify: one batch over [last, *draft] (round 0: the prompt's own last row).
+    rows, parts = _verify(target, history[-1], draft, prefill_row, sampler, config, banned, side)
     t2 = time.perf_counter()
 
-    tops = target.device_choices(banned) if prefill_row is None else None
+    # Walk.
+    tops = target.device_choices(banned) if prefill_row is None else None  # the device's argmax, where it took it
     if parts is not None and None not in parts:
-        deferred = False
-    verdict = walk(
-        draft, rows, sampler, bool(config.top_candidates), config.probabilities and not deferred, tops, parts
-    )
-    pending = None
-    if deferred:
-        chosen = [*draft.tokens[: verdict.accepted], verdict.token]
-        kept = rows[: len(chosen)]
-        if drafter_ctx is None or not draft.tokens:  # the next decode is likely the target's own,
-            kept, reads = kept.copy(), None  # which reuses the buffer these rows are in
-        else:  # read in place during the drafter's next step; at the latest before the target decodes
-            reads = target
-        # a job a row, each free to wait for a later gap: the drafter's steps are short
-        pending = [
-            side.add(functools.partial(softmax_at, row, t), reads, may_wait=True) for row, t in zip(kept, chosen)
-        ]
+        deferred = False  # the device took each row's softmax: every probability is a lookup
+    keep_dists = bool(config.top_candidates)
+    verdict = walk(draft, rows, sampler, keep_dists, config.probabilities and not deferred, tops, parts)
+    pending = _later_probabilities(side, target, drafter, draft, verdict, rows) if deferred else None
     t3 = time.perf_counter()
-    # Both caches keep history and the accepted drafts; the target's own token is the new
-    # "last", decoded at the start of the next round.
-    keep = n + verdict.accepted
+
+    # Rewind: both caches keep history and the accepted drafts; the target's own token is the
+    # new "last", decoded at the start of the next round.
     if prefill_row is None:
+        keep = n + verdict.accepted
         target.rewind(keep)
         if drafter is not None:
             drafter.verified(VerifyBatch(tuple(history[-1:] + draft.tokens), n - 1, verdict.accepted))
@@ -175,14 +95,69 @@ def speculative_round(
     want_probs = config.probabilities or not sampler.greedy
     emitted = provenance(draft, verdict, config.top_candidates, want_probs)
     confidence = draft.confidences() if want_probs else ()
-    llama_s = _llama_s(target, drafter_ctx) - llama_before
+    llama_s = _backend_s(target, drafter) - llama_before
     return Round(
         draft, verdict, emitted, t1 - t0, t2 - t1, t4 - t2, t4 - t3, llama_s, confidence=confidence, pending=pending
     )
 
 
-def _llama_s(target: Context, drafter_ctx) -> float:
-    return target.decode_s + (drafter_ctx.decode_s if drafter_ctx is not None else 0.0)
+def _defers_probabilities(
+    target: RuntimeContext, side: SideWork | None, sampler: Sampler, config: GenerationConfig
+) -> bool:
+    """Whether the probabilities this round reports go to side work (overlap_probabilities): greedy
+    decoding needs none of them, so on an accelerator they are computed in the next decode's wait."""
+    return (
+        side is not None
+        and target.acceleration.overlap_probabilities
+        and sampler.greedy
+        and config.probabilities
+        and not config.top_candidates
+    )
+
+
+def _verify(
+    target: RuntimeContext,
+    last: int,
+    draft: Draft,
+    prefill_row: np.ndarray | None,
+    sampler: Sampler,
+    config: GenerationConfig,
+    banned: tuple[int, ...],
+    side: SideWork | None,
+) -> tuple[np.ndarray, list[tuple[float, float] | None] | None]:
+    """The target's rows for [last, *draft], banned tokens given no probability, with each row's
+    softmax parts where the device took them; the side work queued for the verify's wait done."""
+    if prefill_row is None:
+        rows = target.decode([last, *draft.tokens], all_logits=True, side=side)
+        asked = config.probabilities and sampler.greedy
+        parts = target.device_parts(rows, banned) if asked else None  # read before the ban is written in
+    else:
+        rows, parts = prefill_row[None, :], None
+    if banned:
+        rows[:, banned] = -np.inf
+    if side is not None:
+        side.run()  # the draft's last row and its probabilities: done in the verify's wait on a GPU
+    return rows, parts
+
+
+def _later_probabilities(
+    side: SideWork, target: RuntimeContext, drafter: Drafter | None, draft: Draft, verdict: Verdict, rows: np.ndarray
+) -> list[Job]:
+    """The emitted tokens' target probabilities as side work, a job a row, each free to wait for a
+    later gap (the drafter's steps are short)."""
+    chosen = [*draft.tokens[: verdict.accepted], verdict.token]
+    kept = rows[: len(chosen)]
+    if drafter is None or drafter.ctx is None or not draft.tokens:  # the next decode is likely the target's own,
+        kept, reads = kept.copy(), None  # which reuses the buffer these rows are in
+    else:  # read in place during the drafter's next step; at the latest before the target decodes
+        reads = target
+    return [side.add(functools.partial(softmax_at, row, t), reads, may_wait=True) for row, t in zip(kept, chosen)]
+
+
+def _backend_s(target: RuntimeContext, drafter: Drafter | None) -> float:
+    """Time inside the backend's decodes so far, the target's and the drafter's own."""
+    own = drafter.ctx if drafter is not None else None
+    return target.decode_s + (own.decode_s if own is not None else 0.0)
 
 
 def provenance(draft: Draft, verdict: Verdict, top: int, want_probs: bool) -> list[Emitted]:
@@ -268,13 +243,13 @@ def walk(
 
 
 def generate(
-    target: Context,
+    target: RuntimeContext,
     drafter: Drafter | None,
     policy: DepthPolicy,
     history: list[int],
     config: GenerationConfig,
     cancelled: Callable[[], bool] = lambda: False,
-    prefill: Prefill = Prefill(),
+    prefill: Prefill = NO_PREFILL,
 ) -> Iterator[Event]:
     """Run rounds until a stop; yield every token, every round, then the run's totals.
 
@@ -293,72 +268,72 @@ def generate(
     # On an accelerator a round's probabilities are computed while the next round's first
     # decode runs, so its events go out one round late (milliseconds); elsewhere at once.
     # A draft model that takes in its last draft during the verify queues that decode here too.
-    overlapped = target.options.overlap or getattr(drafter, "overlaps", False)
+    overlapped = target.acceleration.overlap_probabilities or (drafter is not None and drafter.overlaps)
     side = SideWork() if overlapped else None
     outbox = Outbox()
-    contexts = [c for c in (target, getattr(drafter, "ctx", None)) if isinstance(c, Context)]
-    for c in contexts:
-        c.side = side
     # A round's time runs from the end of the last one's work (its events out, its tail done) to its
     # tokens made, less the time the consumer held the events handed over in between.
     start, held = time.perf_counter(), 0.0
-    try:
-        while generated < config.max_tokens and finish is FinishReason.MAX_TOKENS:
-            if cancelled():
-                finish = FinishReason.CANCELLED
+    while generated < config.max_tokens and finish is FinishReason.MAX_TOKENS:
+        if cancelled():
+            finish = FinishReason.CANCELLED
+            break
+        room = target.n_ctx - target.n_past  # rows the target cache can still take
+        if room < 1 and first_row is None:
+            finish = FinishReason.CONTEXT_FULL
+            break
+        wanted = policy.choose()
+        depth = max(0, min(wanted, config.max_tokens - generated - 1, room - 1, target.max_rows - 1))
+        try:
+            r = speculative_round(target, drafter, history, depth, sampler, config, banned, first_row, side)
+        except Exception:
+            yield from outbox.release()  # what the reply had so far is the user's
+            raise
+        events, index = [], len(rounds)
+        for pos, e in enumerate(r.emitted):
+            history.append(e.token)
+            generated += 1
+            eog = model.is_eog(e.token)
+            # The reply's last token (max tokens) shows a character it cuts as U+FFFD, as the text does.
+            piece = "" if eog else text.push(model.piece(e.token), final=generated == config.max_tokens)
+            events.append(token_event(e, piece, index, pos, model))
+            if eog:
+                finish = FinishReason.EOG
                 break
-            room = target.n_ctx - target.n_past  # rows the target cache can still take
-            if room < 1 and first_row is None:
-                finish = FinishReason.CONTEXT_FULL
-                break
-            wanted = policy.choose()
-            depth = max(0, min(wanted, config.max_tokens - generated - 1, room - 1, target.max_rows - 1))
-            try:
-                r = speculative_round(target, drafter, history, depth, sampler, config, banned, first_row, side)
-            except Exception:
-                yield from outbox.release()  # what the reply had so far is the user's
-                raise
-            events, index = [], len(rounds)
-            for pos, e in enumerate(r.emitted):
-                history.append(e.token)
-                generated += 1
-                eog = model.is_eog(e.token)
-                # The reply's last token (max tokens) shows a character it cuts as U+FFFD, as the text does.
-                piece = "" if eog else text.push(model.piece(e.token), final=generated == config.max_tokens)
-                events.append(token_event(e, piece, index, pos, model))
-                if eog:
-                    finish = FinishReason.EOG
-                    break
-            now = time.perf_counter()
-            round_s, start, held = now - start - held, now, 0.0
-            if first_row is None:
-                policy.observe(len(r.draft.tokens), r.verdict.accepted, RoundSeconds(r.draft_s, r.verify_s, r.commit_s))
-            held += yield from _handed(outbox.release())  # the previous round's, settled by this round's first decode
-            released, stopped = stops.push_all(events)
-            pieces += [e.text for e in released]
-            shown += released
-            outbox.put(released)
-            if stopped:
-                finish = FinishReason.STOP_STRING
-            summary = round_event(r, index, wanted, round_s, from_prefill=first_row is not None)
-            outbox.wait_for(index, r)
-            outbox.put([summary])
-            rounds.append((summary, round_s))
-            if outbox.round is None:  # nothing left to side work: out at once
-                held += yield from _handed(outbox.release())
-            first_row = None
-        if finish is not FinishReason.STOP_STRING:
-            released = stops.flush()  # no stop string completed: the held text is the model's
-            pieces.extend(e.text for e in released)
-            shown.extend(released)
-            outbox.put(released)
-        yield from outbox.release()
-        text.flush()  # a character cut by an end of turn or a Stop: no token shows it, so the text leaves it out
-    finally:
-        for c in contexts:
-            c.side = None
+        now = time.perf_counter()
+        round_s, start, held = now - start - held, now, 0.0
+        if first_row is None:
+            policy.observe(len(r.draft.tokens), r.verdict.accepted, RoundSeconds(r.draft_s, r.verify_s, r.commit_s))
+        held += yield from _handed(outbox.release())  # the previous round's, settled by this round's first decode
+        released, stopped = stops.push_all(events)
+        pieces += [e.text for e in released]
+        shown += released
+        outbox.put(released)
+        if stopped:
+            finish = FinishReason.STOP_STRING
+        summary = round_event(r, index, wanted, round_s, from_prefill=first_row is not None)
+        outbox.wait_for(index, r)
+        outbox.put([summary])
+        rounds.append((summary, round_s))
+        if outbox.round is None:  # nothing left to side work: out at once
+            held += yield from _handed(outbox.release())
+        first_row = None
+    if finish is not FinishReason.STOP_STRING:
+        released = stops.flush()  # no stop string completed: the held text is the model's
+        pieces.extend(e.text for e in released)
+        shown.extend(released)
+        outbox.put(released)
+    yield from outbox.release()
+    text.flush()  # a character cut by an end of turn or a Stop: no token shows it, so the text leaves it out
     yield run_stats(
-        rounds, finish, policy.setting, history[len(history) - generated :], "".join(pieces), prefill, target, shown
+        rounds,
+        finish,
+        policy.setting,
+        history[len(history) - generated :],
+        "".join(pieces),
+        prefill,
+        target.n_ctx,
+        shown,
     )
 
 

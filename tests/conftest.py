@@ -86,8 +86,8 @@ def prompts(engine) -> dict[str, list[int]]:
     """Each prompt rendered with the target's chat template, as token ids."""
     from engine import Message
 
-    rendered = {k: engine.tokenize_prompt(engine.render([Message("user", v)])) for k, v in PROMPTS.items()}
-    rendered["long"] = engine.tokenize_prompt(engine.render([Message("user", LONG_PROMPT)]))
+    rendered = {k: engine.prompt_ids([Message("user", v)]) for k, v in PROMPTS.items()}
+    rendered["long"] = engine.prompt_ids([Message("user", LONG_PROMPT)])
     assert len(rendered["long"]) > 560
     return rendered
 

@@ -89,11 +89,12 @@ def cmd_floor(args) -> int:
 
 def cmd_ours(args) -> int:
     """Our engine alone, every draft accepted: a round's cost c, against the floor, and Python's share."""
-    from engine import Engine, GenerationConfig, ModelDrafter, RuntimeOptions
+    from engine import Engine, GenerationConfig, RuntimeOptions
     from engine.chat import Message
+    from engine.drafting import ModelDrafter
     from engine.ruler.prompts import built_in
     from engine.runtime import Model
-    from engine.runtime.llama import Context as LlamaContext
+    from engine.runtime.llama.context import Context as LlamaContext
 
     target, drafter_path = _pair(args.pair)
     floor = (
@@ -114,7 +115,7 @@ def cmd_ours(args) -> int:
         for steps in args.drafters.split(","):
             arms[where][1][steps] = ModelDrafter(drafter_model, replace(opts, **DRAFTER_STEPS[steps]))
     eng = next(iter(arms.values()))[0]
-    ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
+    ids = eng.prompt_ids([Message("user", built_in(["code"])[0].text)])
 
     # "on": the app's probabilities, computed while the next decode runs (the default on a GPU);
     # "eager": computed in the round, as on a CPU; "off": none (the ruler, --json-less runs)
@@ -126,12 +127,12 @@ def cmd_ours(args) -> int:
         probabilities, overlap = modes[mode]
         eng.swap_drafter(drafters[steps] if depth else None)
         eng.forget()
-        saved = eng.ctx.options
-        eng.ctx.options = replace(saved, overlap_probabilities=overlap)
+        saved = eng.ctx.acceleration
+        eng.ctx.acceleration = replace(saved, overlap_probabilities=overlap)
         config = GenerationConfig(max_tokens=n, depth=depth, ignore_eog=True, probabilities=probabilities)
         launched[:] = [0.0, 0.0]
         *_, stats = eng.stream(ids, config)
-        eng.ctx.options = saved
+        eng.ctx.acceleration = saved
         return stats, launched[0] / stats.rounds, launched[1] / stats.rounds
 
     first = next(iter(next(iter(arms.values()))[1]))  # the drafter stepped as --drafters names first
@@ -246,8 +247,9 @@ def cmd_exact(args) -> int:
 def cmd_tuner(args) -> int:
     """The tuner's predicted speedup per depth (its box profile at the measured 100% acceptance) against the
     measured: the median ratio of replies at that depth and plain ones, in turn."""
-    from engine import Engine, GenerationConfig, ModelDrafter, RuntimeOptions
+    from engine import Engine, GenerationConfig, RuntimeOptions
     from engine.chat import Message
+    from engine.drafting import ModelDrafter
     from engine.measure.costmodel import best_depth
     from engine.measure.profile import measure
     from engine.ruler.prompts import built_in
@@ -263,7 +265,7 @@ def cmd_tuner(args) -> int:
           + " ".join(f"{a:.0%}" for a in profile.acceptance_prior))  # fmt: skip
     print("```\n" + profile.table() + "\n```")
     _, rates = best_depth(profile, profile.acceptance_prior)
-    ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
+    ids = eng.prompt_ids([Message("user", built_in(["code"])[0].text)])
 
     def tps(depth: int, n: int) -> float:
         eng.swap_drafter(drafter if depth else None)

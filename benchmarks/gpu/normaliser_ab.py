@@ -26,9 +26,10 @@ from measure import DRAFTER_STEPS, WHOLE_ROUNDS, _pair, close_all
 
 
 def main() -> int:
-    import engine.runtime.devicegreedy as devicegreedy
-    from engine import Engine, GenerationConfig, ModelDrafter, RuntimeOptions
+    import engine.runtime.llama.devicegreedy as devicegreedy
+    from engine import Engine, GenerationConfig, RuntimeOptions
     from engine.chat import Message
+    from engine.drafting import ModelDrafter
     from engine.ruler.prompts import built_in
     from engine.runtime import Model
 
@@ -64,7 +65,7 @@ def main() -> int:
             arms[sums, held] = (eng, drafter)
     devicegreedy.Normaliser.make = make
     eng = next(iter(arms.values()))[0]
-    ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
+    ids = eng.prompt_ids([Message("user", built_in(["code"])[0].text)])
 
     def once(arm, depth: int, n: int):
         eng, drafter = arms[arm]

@@ -43,18 +43,20 @@ def main() -> int:
 
     import engine.drafting.model as drafting_model
     import engine.speculative as spec
-    from engine import Engine, GenerationConfig, ModelDrafter, RuntimeOptions
+    from engine import Engine, GenerationConfig, RuntimeOptions
     from engine.chat import Message
+    from engine.drafting import ModelDrafter
     from engine.events import RoundEvent
     from engine.ruler.prompts import built_in
     from engine.runtime import Model
+    from engine.runtime.side import SideWork
 
     target_path, drafter_path = _pair(args.pair)
     options = RuntimeOptions(n_ctx=4096)
     target, drafter_model = Model(target_path, options), Model(drafter_path, options)
     eng = Engine(target, None, options)
     drafters = {s: ModelDrafter(drafter_model, replace(options, **DRAFTER_STEPS[s])) for s in args.drafters.split(",")}
-    ids = eng.tokenize_prompt(eng.render([Message("user", built_in(["code"])[0].text)]))
+    ids = eng.prompt_ids([Message("user", built_in(["code"])[0].text)])
 
     spent: dict[str, float] = defaultdict(float)
     active: list = [None]  # the drafter of the reply under way
@@ -83,9 +85,20 @@ def main() -> int:
 
         return wrapper
 
+    in_side_work = [0]  # inside SideWork.run: work beside a decode, not on the round's path
+    side_run = SideWork.run
+
+    def counted_run(self, budget_s=None):
+        in_side_work[0] += 1
+        try:
+            return side_run(self, budget_s)
+        finally:
+            in_side_work[0] -= 1
+
+    SideWork.run = counted_run
+
     def on_path() -> bool:  # a choice made in the round, not in side work beside a decode
-        d = active[0]
-        return d is not None and not (d.ctx.side is not None and d.ctx.side.running)
+        return active[0] is not None and not in_side_work[0]
 
     drafting_model.choose_draft = timed("choose", drafting_model.choose_draft, when=on_path)
     spec.walk = timed("walk", spec.walk)

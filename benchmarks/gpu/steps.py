@@ -27,7 +27,7 @@ STEPS, BLOCKS = 50, 7
 def time_steps(path: Path) -> list[float]:
     """Seconds per step of each way, in the table's order."""
     from engine.runtime import Model, RuntimeOptions
-    from engine.runtime.llama import Context
+    from engine.runtime.llama.context import Context
 
     model = Model(path, RuntimeOptions(n_ctx=1024))
     host = Context(model, RuntimeOptions(n_ctx=1024, argmax_on_device=False))

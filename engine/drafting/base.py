@@ -7,11 +7,14 @@ batch, handed over in `VerifyBatch` after the walk.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
+from engine.runtime.side import SideWork
 from engine.sampling import Sampler, softmax_at, softmax_parts
 
 
@@ -56,10 +59,6 @@ class Draft:
             dist = self.sampler.distribution(self.rows[i])
             self._dists[i] = dist
         return dist
-
-    def prob(self, i: int, token: int) -> float | None:
-        """The drafter's probability of `token` at position i."""
-        return self.probs([*([None] * i), token])[i]
 
     def probs(self, tokens: list[int | None]) -> list[float | None]:
         """The drafter's probability of tokens[i] at position i (None where none is asked), all at once."""
@@ -124,21 +123,42 @@ class VerifyBatch:
     hidden: np.ndarray | None = None
 
 
+class DrafterContext(Protocol):
+    """What the round reads of a drafter's own context: its time inside the backend."""
+
+    decode_s: float
+
+
 class Drafter(Protocol):
-    """What the round needs from a drafter."""
+    """What the round needs from a drafter: everything it uses is declared here."""
 
     name: str
-    kind: str  # "model", "ngram", ...: what the status bar and charts call it
+    kind: str  # its kind's name in engine.drafting.kinds: what the status bar and charts call it
     has_distribution: bool
     needs_hidden_states: bool  # True: the round hands the verify batch's hidden states to `verified`
+    max_depth: int  # the most tokens one draft holds (chained heads: one a head)
+    # Takes in its round's last draft during the verify (a draft model on CUDA): the round's side
+    # work then carries that decode, so a reply makes side work for it.
+    overlaps: bool
+    # Its own context, whose time inside the backend the round counts as the drafter's; None for a
+    # drafter that decodes nothing (n-grams). Where it has one, the next decode after a round is
+    # its own, so the round may leave the target's rows in place for side work to read.
+    ctx: DrafterContext | None
 
     def prefill(self, history: list[int]) -> None:
         """Make the cache hold every committed token but the last, reusing what matches."""
 
     def draft(
-        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
     ) -> Draft:
-        """Propose up to k tokens to follow history (every committed token), never a banned one."""
+        """Propose up to k tokens to follow history (every committed token), never a banned one.
+        `side` is the reply's side work, for a drafter whose steps run in a decode's wait."""
 
     def verified(self, batch: VerifyBatch) -> None:
         """The target's verdict on the last draft, with the verify batch's rows where asked for."""
@@ -148,6 +168,22 @@ class Drafter(Protocol):
 
     def reset(self) -> None:
         """Forget everything (a new conversation)."""
+
+    def stoppable(self, cancelled: Callable[[], bool]) -> AbstractContextManager[None]:
+        """Its decodes inside end as soon as `cancelled()` says so (a prompt's prefill)."""
+
+    def close(self) -> None:
+        """Free what it holds; it drafts no more."""
+
+
+class OwnPace:
+    """Defaults for a drafter whose steps leave nothing to side work and need no Stop of their own
+    (their decodes are short): the n-gram table, MTP heads, DFlash, EAGLE-3."""
+
+    overlaps = False
+
+    def stoppable(self, cancelled: Callable[[], bool]) -> AbstractContextManager[None]:
+        return nullcontext()
 
 
 def choose_draft(

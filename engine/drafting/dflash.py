@@ -19,13 +19,15 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
-from engine.runtime.heads import DraftContext, layer_inputs, selector_top_k, set_layer_inputs, target_layers
+from engine.runtime.llama.heads import DraftContext, layer_inputs, selector_top_k, set_layer_inputs, target_layers
+from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 DEFAULT_BLOCK = 16  # llama.cpp's default when the file does not say
+DFLASH_KIND, DSPARK_KIND = "dflash", "dspark"  # its kinds' names (engine.drafting.kinds)
 # Targets whose llama.cpp graph hands out its layers' inputs (src/models/*.cpp set t_layer_inp):
 # a drafter that reads them can only ride on these.
 LAYER_INPUT_ARCHITECTURES = frozenset(
@@ -37,7 +39,7 @@ LAYER_INPUT_ARCHITECTURES = frozenset(
 )  # fmt: skip
 
 
-class DflashDrafter:
+class DflashDrafter(OwnPace):
     """A DFlash model drafting for `target`, reading its layer inputs from every batch it decodes."""
 
     needs_hidden_states = True
@@ -70,7 +72,7 @@ class DflashDrafter:
         anchor = model.meta("dflash.sample_from_anchor")
         self.anchor = self.markov and anchor in (None, "true")  # the last token's slot drafts too
         self.variant = "DFlash2" if self.top_k else "DSpark" if self.markov else "DFlash"
-        self.kind = "dspark" if self.markov else "dflash"  # llama.cpp's --spec-type draft-dspark, draft-dflash
+        self.kind = DSPARK_KIND if self.markov else DFLASH_KIND
         self.has_distribution = not self.top_k  # a lattice walk has scores, not a distribution over the vocabulary
         self.mask = int(llama.llama_vocab_mask(model.vocab))
         if self.mask < 0:
@@ -103,7 +105,13 @@ class DflashDrafter:
         """The target's prefill already wrote the prompt's features."""
 
     def draft(
-        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
     ) -> Draft:
         k = min(k, self.max_depth, self.target.n_ctx - len(history))
         if k <= 0:

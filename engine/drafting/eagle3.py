@@ -14,15 +14,16 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.dflash import LAYER_INPUT_ARCHITECTURES
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
-from engine.runtime.heads import DraftContext, layer_inputs, set_layer_inputs, target_layers
+from engine.runtime.llama.heads import DraftContext, layer_inputs, set_layer_inputs, target_layers
+from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 
-class Eagle3Drafter:
+class Eagle3Drafter(OwnPace):
     """An EAGLE-3 model drafting for `target`."""
 
     kind = "eagle3"
@@ -84,7 +85,13 @@ class Eagle3Drafter:
         """The target's prefill already fed the drafter."""
 
     def draft(
-        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
     ) -> Draft:
         k = min(k, self.max_depth, self.target.n_ctx - len(history))
         if k <= 0 or self._pending_pos < 0:

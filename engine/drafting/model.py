@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import NamedTuple
 
 import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, VerifyBatch, choose_draft
-from engine.runtime import Context, Model, RuntimeOptions
-from engine.runtime.keptrows import MAX_BANNED
+from engine.runtime.protocol import MAX_BANNED, Acceleration, RunOptions, RuntimeContext, RuntimeModel
+from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 
@@ -25,23 +27,24 @@ class HeldRow(NamedTuple):
 
 
 class ModelDrafter:
-    """A small model of the target's family proposes tokens one at a time."""
+    """A small model of the target's family proposes tokens one at a time, on a context of its own
+    that it opens on any runtime (RuntimeModel.new_context)."""
 
     kind = "model"
     has_distribution = True
     needs_hidden_states = False
 
-    def __init__(self, model: Model, options: RuntimeOptions | None = None, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(self, model: RuntimeModel, options: RunOptions | None = None, max_depth: int = MAX_DEPTH) -> None:
         self.model = model
         self.name = model.name
-        opts = options or model.options
         self.max_depth = max_depth
-        # Where the device keeps the drafts' rows (Context.keeps_rows), a slot a position: a round's
+        # Where the device keeps the drafts' rows (keep_draft_rows), a slot a position: a round's
         # rows, its last draft's (decoded during the verify) and the guess's after it.
-        kept = max_depth + 2 if opts.draft_rows_kept else 0
-        self.ctx = Context(model, options, max_rows=1, kept_rows=kept)
-        self.overlaps, self.shape = step_plan(opts, self.ctx.has_state)
-        self.guesses = self.overlaps and opts.drafter_guesses
+        kept = max_depth + 2 if (options or model.options).acceleration().keep_draft_rows else 0
+        self.ctx: RuntimeContext = model.new_context(max_rows=1, kept_rows=kept, options=options)
+        acceleration = self.ctx.acceleration
+        self.overlaps, self.shape = step_plan(acceleration, self.ctx.has_state)
+        self.guesses = self.overlaps and acceleration.guess_outcome
         # The drafts' rows, two rounds' worth: a round drafts into the set the round before did not,
         # so a guess's row can be copied for the next round while this round's are still read.
         # Where the device keeps them, a row comes here only when read (KeptRows).
@@ -59,7 +62,13 @@ class ModelDrafter:
         self.ctx.sync(history[:-1])
 
     def draft(
-        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
     ) -> Draft:
         k = min(k, self.max_depth, self.ctx.n_ctx - len(history))
         if k <= 0:
@@ -71,7 +80,7 @@ class ModelDrafter:
         first = len(history) - 1  # the position of this round's first row, where the device keeps them
         if ctx.keeps_rows:
             ctx.keep_banned(_kept_ban(banned))
-        logits, held = self._guessed_row(history)
+        logits, held = self._guessed_row(history, side)
         guessed = logits is not None
         if logits is None:
             # The cache holds a prefix of history (the round rewound it); feed the rest, the
@@ -79,18 +88,18 @@ class ModelDrafter:
             # tokens: a row already cached is decoded again, to the same keys and values.
             if ctx.n_past > len(history) - width:
                 ctx.rewind(max(0, len(history) - width))
-            logits = ctx.decode(history[ctx.n_past :], all_logits=False)
+            logits = ctx.decode(history[ctx.n_past :], all_logits=False, side=side)
         # after the first decode: a context's first checks the device, and one that errs is detached
         kept = KeptRows(ctx, first, rows, banned) if ctx.keeps_rows else None
         tokens: list[int] = []
         # Where the round has side work (a GPU), the last step's row is copied while the target
         # verifies: only a row the next step's decode would overwrite is copied on the way (none
         # where the device keeps the rows).
-        side = ctx.side if sampler.greedy and kept is None else None
-        ahead = ctx.side if self.overlaps else None
+        late_copy = side if sampler.greedy and kept is None else None
+        ahead = side if self.overlaps else None
         known: dict[int, tuple[float, float]] = {}  # each row's softmax_parts, where the device took them
         for i in range(k):
-            late = side is not None and i + 1 == k
+            late = late_copy is not None and i + 1 == k
             from_held = held is not None and i == 0
             if from_held:  # the guess's row, copied to rows[0] (or kept) during the last verify
                 top, part, source, late = held.top, held.parts, rows[0], False
@@ -110,15 +119,15 @@ class ModelDrafter:
             if part is not None:
                 known[i] = part
             if late:
-                side.add(functools.partial(np.copyto, rows[i], logits[-1]), reads=ctx)
+                late_copy.add(functools.partial(np.copyto, rows[i], logits[-1]), reads=ctx)
             if i + 1 == k and ahead is not None:  # launched right after the verify's launch
-                ahead.add(functools.partial(ctx.feed, [token]))
+                ahead.add(functools.partial(ctx.feed, [token], ahead))
                 if self.guesses and sampler.greedy:
-                    ahead.add(functools.partial(self._guess_outcome, sampler, banned), last=True)
+                    ahead.add(functools.partial(self._guess_outcome, sampler, banned, ahead), last=True)
             if i + 1 < k:
                 if width > 1:
                     ctx.rewind(ctx.n_past - 1)
-                logits = ctx.decode((history[-1:] + tokens)[-width:], all_logits=False)  # no copy of history
+                logits = ctx.decode((history[-1:] + tokens)[-width:], all_logits=False, side=side)  # no copy of history
         if kept is not None:
             kept.n = len(tokens)
         drafted = rows[: len(tokens)] if kept is None else kept
@@ -126,14 +135,14 @@ class ModelDrafter:
             tokens, drafted, sampler, guessed=guessed and bool(tokens), parts=known, argmax_tokens=sampler.greedy
         )
 
-    def _guess_outcome(self, sampler: Sampler, banned: tuple[int, ...]) -> None:
+    def _guess_outcome(self, sampler: Sampler, banned: tuple[int, ...], side: SideWork) -> None:
         """During the verify, once the last draft's decode is done: the drafter's own choice after
         it (the target's token, if the target keeps every draft and agrees), decoded in turn."""
         ctx = self.ctx
         if ctx.n_past >= ctx.n_ctx:
             return
         fed_at = ctx.fed_at
-        logits = ctx.collect()
+        logits = ctx.collect(side)
         took = time.perf_counter() - fed_at  # the last draft's decode beside the verify, at most
         tops = ctx.device_choices(banned)
         token = None if tops is None else tops[-1]  # greedy and p_min 0: the device's token, where it chose one
@@ -145,14 +154,14 @@ class ModelDrafter:
             )
             token = choose_draft(row, row, sampler, 0.0, banned, copy=False)
         nxt = self._turn ^ 1  # the set of rows the next round drafts into
-        ctx.feed([token])
+        ctx.feed([token], side)
         self._guess = (ctx.n_past - 1, token)
         self.guesses_made += 1
-        ends = ctx.side.ends_at if ctx.side is not None else None
+        ends = side.ends_at
         if self._holds_in_time(ends, took):
             # Its row too, into the rows the next round drafts into (where the device keeps the
             # rows, it is kept at its position, the next round's first): that round takes no copy for it.
-            logits = ctx.collect()
+            logits = ctx.collect(side)
             tops = ctx.device_choices(banned)
             part = _device_part(ctx, logits, banned)
             if not ctx.keeps_rows:
@@ -165,7 +174,7 @@ class ModelDrafter:
         before the verify (`ends`: when side work's gap is expected to end; None: no limit)."""
         return ends is None or time.perf_counter() + took <= ends
 
-    def _guessed_row(self, history: list[int]) -> tuple[np.ndarray | None, HeldRow | None]:
+    def _guessed_row(self, history: list[int], side: SideWork | None) -> tuple[np.ndarray | None, HeldRow | None]:
         """The row after the last round's guess where it came true (the round kept every draft and
         the target chose the guess: the cache holds all of history), and where the verify's side work
         held it already (its position, the device's token, its set of rows, now this round's); else
@@ -183,7 +192,7 @@ class ModelDrafter:
         if not ctx.unread:
             return None, None
         self.guesses_kept += 1
-        return ctx.collect(), None
+        return ctx.collect(side), None
 
     def verified(self, batch: VerifyBatch) -> None:
         """Nothing to learn: the next draft feeds the committed tokens it has not seen."""
@@ -200,6 +209,9 @@ class ModelDrafter:
         self._guess = self._held = None
         self.ctx.clear()
 
+    def stoppable(self, cancelled: Callable[[], bool]) -> AbstractContextManager[None]:
+        return self.ctx.stoppable(cancelled)
+
     def close(self) -> None:
         self.ctx.close()
 
@@ -210,7 +222,7 @@ class KeptRows:
     writes it. Valid until a decode at a position as many slots on (max_depth + 2) takes a slot:
     the round reads them all before the next draft, and no round reaches that far."""
 
-    def __init__(self, ctx: Context, first: int, host: np.ndarray, banned: tuple[int, ...]) -> None:
+    def __init__(self, ctx: RuntimeContext, first: int, host: np.ndarray, banned: tuple[int, ...]) -> None:
         self._ctx, self._first, self._host, self._banned = ctx, first, host, list(banned)
         self._fetched: set[int] = set()
         self.n = len(host)  # the rows the draft has (set once it is drafted)
@@ -251,15 +263,15 @@ def _kept_ban(banned: tuple[int, ...]) -> tuple[int, ...]:
     return banned if len(banned) <= MAX_BANNED else ()
 
 
-def _device_part(ctx: Context, logits: np.ndarray, banned: tuple[int, ...]) -> tuple[float, float] | None:
+def _device_part(ctx: RuntimeContext, logits: np.ndarray, banned: tuple[int, ...]) -> tuple[float, float] | None:
     """The last row's softmax_parts from the device (Context.device_parts), or None."""
     parts = ctx.device_parts(logits, banned)
     return None if parts is None else parts[-1]
 
 
-def step_plan(options: RuntimeOptions, has_state: bool) -> tuple[bool, int]:
+def step_plan(acceleration: Acceleration, has_state: bool) -> tuple[bool, int]:
     """Whether a draft model takes in its round's last draft during the verify, and the rows of
     each step (but a catch-up's): one where it does, or where a one-token rewind would replay a
     recurrent state; else two where a steady shape pays (a GPU: the last two tokens a step)."""
-    overlaps = options.drafter_overlaps and not has_state  # a rejected draft would cost a replay
-    return overlaps, 2 if options.steady_draft and not overlaps and not has_state else 1
+    overlaps = acceleration.overlap_drafter and not has_state  # a rejected draft would cost a replay
+    return overlaps, 2 if acceleration.steady_draft_shape and not overlaps and not has_state else 1

@@ -22,13 +22,18 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime import Context, Model
-from engine.runtime.heads import mtp_head
+from engine.runtime.llama.heads import mtp_head
+from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
-ASSISTANT_ARCHITECTURES = frozenset({"gemma4-assistant"})  # heads that read the target's cache, not their own
+ASSISTANT_ARCHITECTURES = frozenset({"gemma4-assistant"})
+HEADS_KIND, ASSISTANT_KIND = (
+    "mtp",
+    "assistant",
+)  # its kinds' names (engine.drafting.kinds)  # heads that read the target's cache, not their own
 
 
 def _reads_the_cache_of(assistant: Model, target: Model) -> None:
@@ -45,7 +50,7 @@ def _reads_the_cache_of(assistant: Model, target: Model) -> None:
             raise IncompatibleDrafter(f"{assistant.name} {sentence}: it was trained for another target.")
 
 
-class MtpDrafter:
+class MtpDrafter(OwnPace):
     """A target's own MTP heads (or Gemma 4's assistant) as the drafter; it rides on the target's context."""
 
     has_distribution = True
@@ -66,7 +71,7 @@ class MtpDrafter:
         if self.shared:
             _reads_the_cache_of(model, target.model)
         self.chained = self.n_heads > 1 and not self.shared
-        self.kind = "assistant" if self.shared else "mtp"
+        self.kind = ASSISTANT_KIND if self.shared else HEADS_KIND
         self.head = mtp_head(target, sidecar)  # refuses a model without heads, in a sentence
         self.sidecar = sidecar
         self.ctx = self.head  # for the round's accounting of time inside llama.cpp
@@ -99,7 +104,13 @@ class MtpDrafter:
             raise RuntimeFailure("the MTP head missed part of the target's cache; reset both before a reply")
 
     def draft(
-        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
     ) -> Draft:
         k = min(k, self.max_depth, self.target.n_ctx - len(history))
         if k <= 0:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 
-from engine.drafting.base import Draft, VerifyBatch
+from engine.depth import MAX_DEPTH
+from engine.drafting.base import Draft, OwnPace, VerifyBatch
+from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 
-class NgramDrafter:
+class NgramDrafter(OwnPace):
     """Prompt lookup: no model; continue the longest recent n-gram match.
 
     The last n tokens of the history are looked up earlier in prompt + output; the tokens
@@ -22,6 +24,8 @@ class NgramDrafter:
     name = "n-gram"
     has_distribution = False
     needs_hidden_states = False
+    max_depth = MAX_DEPTH
+    ctx = None  # it decodes nothing
 
     def __init__(self, max_ngram: int = 4, min_ngram: int = 1) -> None:
         self.max_ngram = max_ngram
@@ -33,7 +37,13 @@ class NgramDrafter:
             self.reset()
 
     def draft(
-        self, history: list[int], k: int, sampler: Sampler, p_min: float = 0.0, banned: tuple[int, ...] = ()
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
     ) -> Draft:
         if k <= 0:
             return Draft()
@@ -70,6 +80,9 @@ class NgramDrafter:
         self._latest: dict[tuple[int, ...], int] = {}
         self._indexed = 0
         self._seen: list[int] = []
+
+    def close(self) -> None:
+        """Nothing to free."""
 
 
 def lookup(history: list[int], k: int, max_ngram: int = 4, min_ngram: int = 1) -> list[int]:

@@ -101,7 +101,7 @@ def auto_depth_for(target: Model, drafter: Drafter, options: RuntimeOptions, pro
     """Auto for a pair: a draft model's saved (or freshly measured) profile; a drafter with
     no model of its own (n-grams, an MTP head, DFlash, EAGLE-3) starts free on the target's
     measured rows, and its costs are learnt from the conversation's rounds."""
-    deepest = min(MAX_DEPTH, getattr(drafter, "max_depth", MAX_DEPTH))  # chained heads draft at most one each
+    deepest = min(MAX_DEPTH, drafter.max_depth)  # chained heads draft at most one each
     if isinstance(drafter, ModelDrafter):
         return AutoDepth(profile_for(target, drafter.model, options, progress), max_depth=deepest)
     profile = profile_for_target_only(target, options, progress or (lambda _said: None))  # measured if need be

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.runtime import Context
+from engine.runtime.protocol import RuntimeContext
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class ProbeResult:
         )
 
 
-def batch_invariance(ctx: Context, prompt: list[int], rows: int = 5) -> ProbeResult:
+def batch_invariance(ctx: RuntimeContext, prompt: list[int], rows: int = 5) -> ProbeResult:
     """Decode `rows` greedy tokens singly after the prompt, then verify them in batches of 2..rows."""
     rows = min(rows, ctx.max_rows)
     ctx.clear()

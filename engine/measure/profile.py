@@ -23,7 +23,7 @@ from engine.errors import DraftlightError
 from engine.events import RoundEvent
 from engine.measure.costmodel import PROFILE_VERSION, BoxProfile, conditional_acceptance
 from engine.models.catalog import cache_dir
-from engine.runtime import Context, Model, RuntimeOptions, runtime_version
+from engine.runtime import Model, RuntimeOptions, runtime_version
 from engine.speculative import GenerationConfig, Prefill, generate
 
 CALIBRATION_PROMPTS = (
@@ -59,9 +59,10 @@ def profile_key(target: Path, drafter: Path, options: RuntimeOptions) -> str:
         str(options.threads),
         str(PROFILE_VERSION),
     ]
-    if options.drafter_overlaps:  # a draft model's steps priced as they run beside the verify
+    acceleration = options.acceleration()
+    if acceleration.overlap_drafter:  # a draft model's steps priced as they run beside the verify
         parts.append("drafter overlaps the verify")
-    if options.drafter_guesses:
+    if acceleration.guess_outcome:
         parts.append("drafter guesses the outcome")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -106,7 +107,7 @@ def time_rows(
     in a row and replayed from the third. Timing every pass after another shape priced each
     without its graph (the plain pass most of all: deeper rounds looked cheaper than they run)."""
     small = replace(options, n_ctx=min(options.n_ctx, 1024))  # beside the loaded context: no second full cache
-    ctx = Context(target, small, max_rows=max_depth + 1)
+    ctx = target.new_context(max_rows=max_depth + 1, options=small)
     ctx.decode(prompt[:-1], all_logits=False)
     base = ctx.n_past
     filler = (prompt * (max_depth + 2))[-(max_depth + 1) :]  # real tokens at real positions
@@ -131,7 +132,7 @@ def time_rows(
     samples: list[list[float]] = [[] for _ in range(max_depth + 1)]
     for _ in range(repeats):  # interleaved, so a slow moment falls on every size alike
         for rows in range(1, max_depth + 2):
-            for _ in range(GRAPH_WARM_PASSES if options.steady_draft else 0):
+            for _ in range(GRAPH_WARM_PASSES if ctx.acceleration.steady_draft_shape else 0):
                 one_pass(rows)
             samples[rows - 1].append(one_pass(rows))
     ctx.close()
@@ -153,10 +154,10 @@ def measure(
     rows_s, rollback_s = time_rows(target, options, prompt, max_depth, repeats, say)
 
     say("timing drafter steps")
-    dctx = Context(drafter, options, max_rows=1)
+    dctx = drafter.new_context(max_rows=1, options=options)
     dctx.decode(prompt[:-1], all_logits=False)
     dbase = dctx.n_past
-    overlaps, shape = step_plan(options, dctx.has_state)  # as ModelDrafter steps
+    overlaps, shape = step_plan(dctx.acceleration, dctx.has_state)  # as ModelDrafter steps
 
     def one_step() -> None:
         dctx.rewind(dbase + 1 - shape)
@@ -167,7 +168,7 @@ def measure(
     dctx.close()
 
     say("calibrating acceptance and round overhead")
-    ctx = Context(target, options, max_rows=max_depth + 1)
+    ctx = target.new_context(max_rows=max_depth + 1, options=options)
     draft_model = ModelDrafter(drafter, options, max_depth=max_depth)
     config = GenerationConfig(max_tokens=40, depth=max_depth, ignore_eog=True)
     observed: list[tuple[int, int]] = []  # (drafted, accepted) per round

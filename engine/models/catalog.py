@@ -21,7 +21,7 @@ from pathlib import Path
 from engine.errors import ModelFileError, ModelNotAvailable
 from engine.models.housekeeping import remove_stale_partials
 from engine.runtime.gguf import TruncatedModelFile, read_gguf
-from engine.runtime.probe import trust
+from engine.runtime.llama.probe import trust
 
 Progress = Callable[[int, int, str], None]  # (bytes done, bytes total, what)
 BLOCK = 4 << 20

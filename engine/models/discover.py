@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.drafting import kinds
 from engine.errors import DraftlightError
 from engine.models import catalog
 from engine.runtime.gguf import GGUFInfo, read_gguf
@@ -20,7 +21,7 @@ SIDECAR_PATTERNS = ("mtp-*.gguf", "dflash-*.gguf", "eagle3-*.gguf", "*assistant*
 
 @dataclass(frozen=True)
 class Discovery:
-    """What `auto` chose: a drafter spec ("mtp" or a path), or None; and the sentence saying why."""
+    """What `auto` chose: a drafter spec (the MTP kind's name, or a path), or None; and the sentence saying why."""
 
     spec: str | None
     said: str
@@ -34,28 +35,29 @@ def _width(info: GGUFInfo) -> int | None:
 def fits(target: GGUFInfo, side: GGUFInfo) -> tuple[str, str]:
     """(what the file is, in words; why it does not fit this target, or "")."""
     width, arch = _width(target), side.architecture
-    if arch == "dflash":
+    kind = kinds.kind_of_file(side, target.architecture)
+    if kind in (kinds.DFLASH, kinds.DSPARK):
         theirs = _width(side)
-        kind = "a DFlash drafter"
-    elif arch == "eagle3":
-        value = side.metadata.get("eagle3.target_hidden_size")
+        said = "a DFlash drafter"
+    elif kind is kinds.EAGLE3:
+        value = side.metadata.get(f"{arch}.target_hidden_size")
         theirs = value if isinstance(value, int) else None
-        kind = "an EAGLE-3 drafter"
-    elif arch == "gemma4-assistant":  # it reads the target's final hidden state
+        said = "an EAGLE-3 drafter"
+    elif kind is kinds.ASSISTANT:  # it reads the target's final hidden state
         value = side.metadata.get(f"{arch}.embedding_length_out")
         theirs = value if isinstance(value, int) else None
-        kind = "a Gemma 4 assistant model"
-    elif arch == target.architecture and side.nextn_layers and "blk.0.attn_norm.weight" not in side.tensor_names:
+        said = "a Gemma 4 assistant model"
+    elif kind is kinds.MTP:
         theirs = _width(side)
-        kind = f"{target.name}'s MTP head in a file of its own"
+        said = f"{target.name}'s MTP head in a file of its own"
     else:
         return arch, f"is a {arch} model, not a drafter this target can use"
     if theirs != width:
         return (
-            kind,
-            f"is {kind} for a model {theirs} wide, and {target.name} is {width} wide: it was trained for another target",
+            said,
+            f"is {said} for a model {theirs} wide, and {target.name} is {width} wide: it was trained for another target",
         )
-    return kind, ""
+    return said, ""
 
 
 def discover(target_path: str | Path) -> Discovery:
@@ -64,7 +66,7 @@ def discover(target_path: str | Path) -> Discovery:
     target = read_gguf(target_path)
     if target.nextn_layers:
         heads = f"{target.nextn_layers} multi-token-prediction head{'s' if target.nextn_layers > 1 else ''}"
-        return Discovery("mtp", f"{target.name} carries {heads}: it drafts for itself.")
+        return Discovery(kinds.MTP.name, f"{target.name} carries {heads}: it drafts for itself.")
     passed_over: list[str] = []
     seen: set[Path] = {target_path.resolve()}
     for pattern in SIDECAR_PATTERNS:
@@ -101,34 +103,7 @@ def discover(target_path: str | Path) -> Discovery:
     return Discovery(None, said)
 
 
-# What stock llama.cpp calls each kind (`--spec-type`), for the ruler's arms beside ours.
-SPEC_TYPES = {
-    "model": "draft-simple",
-    "mtp": "draft-mtp",
-    "assistant": "draft-mtp",
-    "dflash": "draft-dflash",
-    "dspark": "draft-dspark",
-    "eagle3": "draft-eagle3",
-}
-
-
 def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
-    """The kind of drafter `spec` names for this target, from headers alone.
-
-    "none", "ngram", "mtp" (the target's heads, or a file of them), "dflash" (DFlash or DFlash2),
-    "dspark", "eagle3", "assistant" (Gemma 4's), or "model" (a small model of the target's family).
-    """
-    if str(spec) in ("none", "ngram", "mtp"):
-        return str(spec)
-    side = read_gguf(Path(spec))
-    arch = side.architecture
-    if arch == "dflash":
-        return "dspark" if "markov_w1.weight" in side.tensor_names else "dflash"
-    if arch == "eagle3":
-        return arch
-    if arch == "gemma4-assistant":
-        return "assistant"
-    heads_alone = side.nextn_layers and "blk.0.attn_norm.weight" not in side.tensor_names  # as llama.cpp tells
-    if heads_alone and arch == read_gguf(Path(target_path)).architecture:
-        return "mtp"
-    return "model"
+    """The name of the kind of drafter `spec` names for this target, from headers alone
+    (engine.drafting.kinds.kind_of_spec)."""
+    return kinds.kind_of_spec(target_path, spec).name

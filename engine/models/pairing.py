@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.drafting import kinds
 from engine.models import catalog
 from engine.models.compat import Rule
 from engine.models.discover import discover, fits
@@ -162,23 +163,13 @@ def target_architecture(target: ModelFacts) -> str:
     )
 
 
-KIND_WORDS = {
-    "model": "a draft model of its own",
-    "ngram": "an n-gram table of the conversation's own tokens (no model)",
-    "mtp": "the target's multi-token-prediction heads",
-    "assistant": "a Gemma 4 assistant model, which reads the target's hidden state",
-    "dflash": "a DFlash drafter, which reads the target's layers",
-    "dspark": "a DSpark drafter, which reads the target's layers",
-    "eagle3": "an EAGLE-3 drafter, which reads three of the target's layers",
-}
-
-
 def drafter_architecture(drafter: ModelFacts | None, kind: str) -> str:
     """What kind of drafter this is, in a sentence."""
-    if kind == "none":
+    if kind == kinds.NONE.name:
         return "No drafter: every token is a plain target pass."
-    words = KIND_WORDS.get(kind, kind)
-    if drafter is None or (kind == "mtp" and drafter.mtp_heads and drafter.layers == drafter.mtp_heads):
+    known = kinds.kind_named(kind)
+    words = known.words if known is not None else kind
+    if drafter is None or (known is kinds.MTP and drafter.mtp_heads and drafter.layers == drafter.mtp_heads):
         return f"The drafter is {words}."
     shape = f"a {drafter.architecture} model, {drafter.layers} layer{'s' if drafter.layers != 1 else ''}"
     if drafter.state_kind:
@@ -193,7 +184,8 @@ def _identity(text: str) -> str:
 def made_for_rule(target: GGUFInfo, drafter: GGUFInfo, kind: str) -> Rule | None:
     """Whether a drafter that reads the target's insides was made for this target: its width, and the
     base its metadata names (general.base_model.*). None for a draft model of its own, which needs neither."""
-    if kind not in ("mtp", "assistant", "dflash", "dspark", "eagle3"):
+    known = kinds.kind_named(kind)
+    if known is None or not known.reads_target:
         return None
     what, why_not = fits(target, drafter)
     if why_not:
@@ -228,7 +220,7 @@ def _catalog_model(path: Path) -> catalog.CatalogModel | None:
 
 
 def _same_drafter(spec: str, drafter_path: str | None, wanted: str) -> bool:
-    """Whether the drafter in use is the one a catalog pair names (its key, "mtp", or its file)."""
+    """Whether the drafter in use is the one a catalog pair names (its key, a kind's name, or its file)."""
     if spec == wanted:
         return True
     model = catalog.lookup(wanted)
@@ -246,7 +238,7 @@ def suggest(target_path: Path, spec: str, drafter_path: str | None, compatible: 
         choices += [(p.drafter_spec, p.title) for p in PAIRS if p.target == target]
         if choices and not any(_same_drafter(spec, drafter_path, wanted) for wanted, _ in choices):
             wanted, title = choices[0]
-            if wanted == "mtp":
+            if wanted == kinds.MTP.name:
                 return f"{target.title} drafts for itself: `draftlight pair {target.key} mtp` checks that pair."
             return f"The catalog pairs {target.title} with {title}: `draftlight pair {target.key} {wanted}` checks that pair."
         return ""

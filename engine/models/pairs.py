@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.drafting import kinds
+from engine.drafting.kinds import DrafterKind
 from engine.models.catalog import (
     GEMMA4_31B,
     GEMMA4_31B_ASSISTANT,
@@ -41,7 +43,7 @@ class Report:
 class RecommendedPair:
     key: str
     title: str
-    kind: str  # the drafter kind: "mtp" (heads in the target's file), "assistant", "dflash"
+    kind: DrafterKind  # MTP (heads in the target's file), the assistant, DFlash
     target: CatalogModel
     drafter: CatalogModel | None  # None: the heads are in the target's own file
     reports: tuple[Report, ...]
@@ -54,13 +56,13 @@ class RecommendedPair:
     @property
     def drafter_spec(self) -> str:
         """What `--drafter` takes for this pair."""
-        return "mtp" if self.drafter is None else self.drafter.key
+        return kinds.MTP.name if self.drafter is None else self.drafter.key
 
     def describe(self) -> str:
         """A few lines for `draftlight models --list`."""
         files = self.target.filename + (f" + {self.drafter.filename}" if self.drafter else " (heads inside)")
         lines = [
-            f"{self.title} [{self.kind}]: {files}, {self.download_bytes / 1e9:.1f} GB to download; "
+            f"{self.title} [{self.kind.name}]: {files}, {self.download_bytes / 1e9:.1f} GB to download; "
             f"needs at least that much memory plus the context's cache.",
             f"  draftlight chat --target {self.target.key} --drafter {self.drafter_spec}",
             f"  {self.note}",
@@ -74,7 +76,7 @@ PAIRS: tuple[RecommendedPair, ...] = (
     RecommendedPair(
         key="qwen3.6-27b-mtp",
         title="Qwen3.6-27B, drafting with its own MTP head",
-        kind="mtp",
+        kind=kinds.MTP,
         target=QWEN36_27B_MTP,
         drafter=None,
         reports=(
@@ -92,7 +94,7 @@ PAIRS: tuple[RecommendedPair, ...] = (
     RecommendedPair(
         key="qwen3.6-35b-a3b-mtp",
         title="Qwen3.6-35B-A3B (mixture of experts), drafting with its own MTP head",
-        kind="mtp",
+        kind=kinds.MTP,
         target=QWEN36_35B_A3B_MTP,
         drafter=None,
         reports=(
@@ -108,7 +110,7 @@ PAIRS: tuple[RecommendedPair, ...] = (
     RecommendedPair(
         key="gemma-4-31b-assistant",
         title="Gemma 4 31B with its assistant model",
-        kind="assistant",
+        kind=kinds.ASSISTANT,
         target=GEMMA4_31B,
         drafter=GEMMA4_31B_ASSISTANT,
         reports=(
@@ -128,7 +130,7 @@ PAIRS: tuple[RecommendedPair, ...] = (
     RecommendedPair(
         key="qwen3.6-27b-dflash",
         title="Qwen3.6-27B with a DFlash drafter",
-        kind="dflash",
+        kind=kinds.DFLASH,
         target=QWEN36_27B_MTP,
         drafter=QWEN36_27B_DFLASH,
         reports=(

@@ -51,7 +51,7 @@ class Remote(Protocol):
 
     info: RemoteInfo
 
-    def stream(
+    def reply(
         self, messages: Sequence[Message], config: GenerationConfig, thinking: bool, cancelled: Callable[[], bool]
     ) -> Iterator[Event]:
         """The reply's events, ending with RunStats; a Stop (`cancelled`) ends it with

@@ -90,7 +90,7 @@ class DraftlightRemote:
             body["seed"] = sampling.seed
         return body
 
-    def stream(
+    def reply(
         self, messages: Sequence[Message], config: GenerationConfig, thinking: bool, cancelled: Callable[[], bool]
     ) -> Iterator[Event]:
         """The reply's events, read back from the server's lines; ends with RunStats."""

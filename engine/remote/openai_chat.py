@@ -176,7 +176,7 @@ class OpenAIRemote:
         return prompt, reply.deltas if generated is None else generated, first - reply.started, end - first
 
     # ---- the reply ----
-    def stream(
+    def reply(
         self, messages: Sequence[Message], config: GenerationConfig, thinking: bool, cancelled: Callable[[], bool]
     ) -> Iterator[Event]:
         """The reply's tokens (UNREPORTED), then its RunStats; a Stop ends it with CANCELLED."""

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from engine.depth import AUTO, MAX_DEPTH
+from engine.drafting import kinds
 from engine.errors import DraftlightError
 from engine.models import catalog
 from engine.models.discover import drafter_kind
@@ -25,21 +26,21 @@ def _depths(text: str) -> list[int]:
     return depths
 
 
-def arms_for(args: argparse.Namespace, kinds: list[str] = ("model",)) -> list[Arm]:
+def arms_for(args: argparse.Namespace, drafter_kinds: list[str] = (kinds.MODEL.name,)) -> list[Arm]:
     """Depth 0, then every drafter kind at every depth asked for; llama.cpp's arms beside ours."""
     depths = sorted(set(args.depths) - {0})
-    drafting = [Arm("ours", kind, d) for kind in kinds for d in depths]
-    arms = [Arm("ours", "none", 0), *drafting]  # speedups are against depth 0
+    drafting = [Arm("ours", kind, d) for kind in drafter_kinds for d in depths]
+    arms = [Arm("ours", kinds.NONE.name, 0), *drafting]  # speedups are against depth 0
     if args.ngram_depth:
-        arms.append(Arm("ours", "ngram", args.ngram_depth))
+        arms.append(Arm("ours", kinds.NGRAM.name, args.ngram_depth))
     if args.auto:
-        arms += [Arm("ours", kind, AUTO) for kind in kinds]
+        arms += [Arm("ours", kind, AUTO) for kind in drafter_kinds]
     if not args.no_oracle:
-        arms += [Arm("llama.cpp", "none", 0), *(Arm("llama.cpp", a.drafter, a.depth) for a in drafting)]
+        arms += [Arm("llama.cpp", kinds.NONE.name, 0), *(Arm("llama.cpp", a.drafter, a.depth) for a in drafting)]
     if args.repack:
-        arms.append(Arm("ours", "none", 0, fast=True))
+        arms.append(Arm("ours", kinds.NONE.name, 0, fast=True))
         if not args.no_oracle:
-            arms.append(Arm("llama.cpp", "none", 0, fast=True))
+            arms.append(Arm("llama.cpp", kinds.NONE.name, 0, fast=True))
     return arms
 
 
@@ -50,12 +51,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     target = catalog.resolve(args.target if args.target != "default" else catalog.DEFAULT_TARGET, progress)
     drafter, drafters = None, {}  # the draft model; the other kinds' drafters
     for spec in args.drafter or ["default"]:
-        if spec not in ("mtp", "ngram", "none"):
+        if spec not in kinds.KEYWORDS:
             spec = str(catalog.resolve(catalog.DEFAULT_DRAFTER if spec == "default" else spec, progress))
         kind = drafter_kind(target, spec)
-        if kind in ("ngram", "none"):
+        if kind in (kinds.NGRAM.name, kinds.NONE.name):
             continue  # the n-gram arm has its own flag; depth 0 is always there
-        if kind == "model":
+        if kind == kinds.MODEL.name:
             drafter = Path(spec)
         else:
             drafters[kind] = spec
@@ -68,7 +69,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         drafter=drafter,
         drafters=drafters,
         prompts=prompts,
-        arms=arms_for(args, (["model"] if drafter else []) + list(drafters)),
+        arms=arms_for(args, ([kinds.MODEL.name] if drafter else []) + list(drafters)),
         n_tokens=args.tokens,
         repeats=args.repeats,
         threads=args.threads,

@@ -9,6 +9,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.drafting import kinds
 from engine.ruler.runner import BenchResult, RunRecord
 
 
@@ -92,10 +93,10 @@ def summarize(result: BenchResult) -> tuple[list[Cell], list[Cell]]:
 
 
 def _drafters(cfg: dict) -> str:
-    """The drafters in words: "drafter x.gguf", "mtp: the target's heads", "dflash: y.gguf"."""
+    """The drafters in words: "drafter x.gguf", "mtp: the target's own heads", "dflash: y.gguf"."""
     said = [f"drafter {Path(cfg['drafter']).name}"] if cfg.get("drafter") else []
     for kind, spec in cfg.get("drafters", {}).items():
-        said.append(f"{kind}: " + ("the target's own heads" if spec == "mtp" else Path(spec).name))
+        said.append(f"{kind}: " + ("the target's own heads" if spec == kinds.MTP.name else Path(spec).name))
     return ", ".join(said) or "no drafter"
 
 
@@ -321,13 +322,13 @@ def plots(cells: list[Cell], out_dir: Path) -> dict[str, Path]:
     arms = list(dict.fromkeys(c.arm for c in cells))
     index = {(c.prompt, c.arm): c for c in cells}
     # One hue per arm kind (d0, d1, ..., ngram, repack), dark for ours, light for llama.cpp.
-    kinds = list(dict.fromkeys(_depth(arm) for arm in arms))
+    hues = list(dict.fromkeys(_depth(arm) for arm in arms))
     palette = plt.get_cmap("tab20").colors
     fig, ax = plt.subplots(figsize=(max(8, len(prompts) * 1.8), 5.5))
     width = 0.8 / len(arms)
     for i, arm in enumerate(arms):
         ys = [index[(p, arm)].decode_tps if (p, arm) in index else 0 for p in prompts]
-        color = palette[(2 * kinds.index(_depth(arm)) + (_engine(arm) != "ours")) % len(palette)]
+        color = palette[(2 * hues.index(_depth(arm)) + (_engine(arm) != "ours")) % len(palette)]
         ax.bar([j + i * width for j in range(len(prompts))], ys, width, label=arm, color=color)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(prompts))], prompts)
     ax.set_ylabel("decode tok/s")

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from engine.chat import Message
 from engine.depth import AUTO, Depth
+from engine.drafting import kinds
 from engine.events import RoundEvent
 from engine.measure.costmodel import speculation_pays, why_plain
 from engine.measure.profile import profile_for
 from engine.measure.thermal import read_thermal, wait_until_cool
-from engine.models.discover import SPEC_TYPES
 from engine.ruler.prompts import BenchPrompt
 from engine.runtime import RuntimeOptions, runtime_version, system_info
 from engine.session import Engine
@@ -30,14 +30,14 @@ class Arm:
     """One way of generating: an engine, a drafter, a depth (AUTO: the tuner decides)."""
 
     engine: str  # "ours" or "llama.cpp"
-    drafter: str  # a drafter kind: "none", "model", "ngram", "mtp", "dflash", "eagle3", "assistant"
+    drafter: str  # a drafter kind's name (engine.drafting.kinds)
     depth: Depth
     fast: bool = False  # ours: weight repacking allowed; llama.cpp: --repack
 
     @property
     def name(self) -> str:
         what = AUTO if self.depth == AUTO else f"d{self.depth}"
-        if self.drafter not in ("model", "none"):
+        if self.drafter not in (kinds.MODEL.name, kinds.NONE.name):
             what = f"{self.drafter} {what}"
         return f"{self.engine} {what}{' repack' if self.fast else ''}"
 
@@ -82,7 +82,7 @@ class BenchConfig:
     drafter: Path | None  # the draft model of the "model" arms
     prompts: list[BenchPrompt]
     arms: list[Arm]
-    # the other kinds' drafters: kind -> "mtp" or the file (DFlash, EAGLE-3, a file of MTP heads, an assistant)
+    # the other kinds' drafters: kind -> the MTP kind's name or the file (DFlash, EAGLE-3, a file of MTP heads, an assistant)
     drafters: dict[str, str] = field(default_factory=dict)
     n_tokens: int = 96
     repeats: int = 3
@@ -166,17 +166,19 @@ class OursRunner:
             options = RuntimeOptions(n_ctx=config.n_ctx, n_threads=config.threads, exact=not fast)
             engine = Engine(Model(config.target, options), None, options)
             self.engines[fast] = engine
-            kinds = {a.drafter for a in config.arms if a.engine == "ours" and a.fast == fast}
-            if "model" in kinds and config.drafter is not None:
-                self.drafters[(fast, "model")] = ModelDrafter(Model(config.drafter, options), options)
-            self.drafters[(fast, "ngram")] = NgramDrafter()
-            for kind in sorted(kinds & set(config.drafters)):
+            wanted = {a.drafter for a in config.arms if a.engine == "ours" and a.fast == fast}
+            if kinds.MODEL.name in wanted and config.drafter is not None:
+                self.drafters[(fast, kinds.MODEL.name)] = ModelDrafter(Model(config.drafter, options), options)
+            self.drafters[(fast, kinds.NGRAM.name)] = NgramDrafter()
+            for kind in sorted(wanted & set(config.drafters)):
                 reader = Engine(engine.target, None, options)
                 self.readers[(fast, kind)] = reader
                 reader.set_drafter(*load_drafter(engine.target, config.drafters[kind], options, target_ctx=reader.ctx))
         self.plain_auto: dict[bool, str] = {}  # layout -> why its Auto arm decodes plainly on the fast one
         for (fast, kind), drafter in list(self.drafters.items()):
-            if kind == "model" and any(a.engine == "ours" and a.depth == AUTO and a.fast == fast for a in config.arms):
+            if kind == kinds.MODEL.name and any(
+                a.engine == "ours" and a.depth == AUTO and a.fast == fast for a in config.arms
+            ):
                 engine = self.engines[fast]
                 profile = profile_for(engine.target, drafter.model, engine.options)  # saved, or measured as Auto does
                 if not speculation_pays(profile):
@@ -192,7 +194,7 @@ class OursRunner:
 
     def run(self, arm: Arm, prompt: BenchPrompt, rendered: str, n_tokens: int) -> RunRecord:
         engine = self.readers.get((arm.fast, arm.drafter))
-        plain = arm.depth == AUTO and arm.drafter == "model" and arm.fast in self.plain_auto
+        plain = arm.depth == AUTO and arm.drafter == kinds.MODEL.name and arm.fast in self.plain_auto
         if plain:
             engine = self.engines[True]
             engine.swap_drafter(None)
@@ -237,9 +239,7 @@ class OursRunner:
 
     def close(self) -> None:
         for d in self.drafters.values():
-            close = getattr(d, "close", None)
-            if close:
-                close()
+            d.close()
         for reader in self.readers.values():  # the model is the layout's engine's, closed below
             reader.set_drafter(None)
             reader.ctx.close()
@@ -261,10 +261,10 @@ class OracleRunner:
             if arm.depth == 0:
                 server = oracle.serve_plain(build, config.target, threads, config.n_ctx, arm.fast)
             else:
-                spec = str(config.drafter) if arm.drafter == "model" else config.drafters[arm.drafter]
+                spec = str(config.drafter) if arm.drafter == kinds.MODEL.name else config.drafters[arm.drafter]
                 server = oracle.serve_speculative(
-                    build, config.target, None if spec == "mtp" else Path(spec), arm.depth, threads,
-                    config.n_ctx, arm.fast, SPEC_TYPES[arm.drafter],
+                    build, config.target, None if spec == kinds.MTP.name else Path(spec), arm.depth, threads,
+                    config.n_ctx, arm.fast, kinds.KINDS[arm.drafter].spec_type,
                 )  # fmt: skip
             server.start()
             self.servers[arm.name] = server

@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from engine.depth import AUTO, Depth
 from engine.drafting import NgramDrafter
+from engine.drafting.kinds import NGRAM, NONE
 from engine.errors import DraftlightError
 from engine.events import RoundEvent, RunStats, TokenEvent
 from engine.measure.anatomy import rejection_anatomy
@@ -55,7 +56,7 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
     slot = Slot(config.queue)
     stops: dict[str, threading.Event] = {}  # our streams' Stops, by the reply id their first line gives
     drafter = engine.drafter
-    drafters = {"loaded": drafter, "ngram": None, "none": None}
+    drafters = {protocol.LOADED: drafter, NGRAM.name: None, NONE.name: None}
 
     def refuse(exc: RequestError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status)
@@ -96,13 +97,12 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
 
         def reply(left):
             cancelled = left if stop is None else lambda: left() or stop.is_set()
-            if req.drafter == "ngram" and drafters["ngram"] is None:
-                drafters["ngram"] = NgramDrafter()
+            if req.drafter == NGRAM.name and drafters[NGRAM.name] is None:
+                drafters[NGRAM.name] = NgramDrafter()
             wanted = drafters[req.drafter]
             if engine.drafter is not wanted:  # a swap forgets Auto's state: only when it changes
                 engine.swap_drafter(wanted)
-            rendered = engine.render(list(req.messages), thinking=req.thinking, cancelled=cancelled)
-            return engine.stream(engine.tokenize_prompt(rendered), generation(req), cancelled)
+            return engine.reply(req.messages, generation(req), req.thinking, cancelled)
 
         return reply
 
@@ -194,7 +194,7 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
             "platform": f"{platform.system()} {platform.machine()}",
             "runtime": runtime_version(),
             "model": model_id,
-            "drafter": getattr(drafter, "name", None),
+            "drafter": drafter.name if drafter is not None else None,
             "thermal": {
                 "state": thermal.state.value,
                 "describe": thermal.describe(),

@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.chat import Message
 from engine.depth import AUTO, MAX_DEPTH, Depth
+from engine.drafting.kinds import NGRAM, NONE
 from engine.events import FinishReason, RunStats, TokenEvent
 
 FINISH = {  # ours -> OpenAI's finish_reason
@@ -24,7 +25,8 @@ FINISH = {  # ours -> OpenAI's finish_reason
     FinishReason.CONTEXT_FULL: "length",
     FinishReason.CANCELLED: "stop",
 }
-DRAFTERS = ("loaded", "ngram", "none")  # a client may not name files on the server
+LOADED = "loaded"  # the drafter the server loaded
+DRAFTERS = (LOADED, NGRAM.name, NONE.name)  # a client may not name files on the server
 MAX_MESSAGES = 512
 MAX_STOPS = 8
 
@@ -50,7 +52,7 @@ class ChatRequest:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     depth: Depth = AUTO
-    drafter: str = "loaded"
+    drafter: str = LOADED
     thinking: bool = False
     ignore_eos: bool = False  # write all max_tokens (benchmarks), as llama-server's ignore_eos
     top_k: int = 0  # 0: off (llama-server's and vLLM's extension field)
@@ -99,7 +101,7 @@ def parse_chat(body: bytes, max_tokens_limit: int, default_depth: Depth = AUTO) 
         seed=seed,
         stop=tuple(stop),
         depth=_depth(ours.get("depth", default_depth)),
-        drafter=_drafter(ours.get("drafter", "loaded")),
+        drafter=_drafter(ours.get("drafter", LOADED)),
         thinking=bool(ours.get("thinking", False)),
         ignore_eos=bool(_field(d, "ignore_eos", bool, False)),
         top_k=top_k,

@@ -41,7 +41,7 @@ def test_a_remote_reply_is_coloured_as_the_engine_streamed_it(make_window, send,
     stats = send(window, PROMPT)
     assert stats is not None and stats.generated_tokens == 24
 
-    prompt = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))  # the same request, here
+    prompt = engine.prompt_ids([Message("user", PROMPT)])  # the same request, here
     here = [e for e in engine.stream(prompt, GenerationConfig(max_tokens=24, depth=2)) if isinstance(e, TokenEvent)]
     got = window.reply_tokens
     assert [(t.token_id, t.kind, t.round_index, t.position) for t in got] == [

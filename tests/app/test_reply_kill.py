@@ -92,7 +92,7 @@ def test_a_reply_killed_mid_stream_is_shown_cut_short_with_its_provenance(qtbot,
     assert KILL_AT <= len(reply.tokens) < 400
     # Exactly what the engine streams for this conversation, kinds and all, up to the kill.
     engine = Engine.load(smollm_path, "ngram")
-    prompt = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+    prompt = engine.prompt_ids([Message("user", PROMPT)])
     # A few tokens more than were kept: at max_tokens the last round drafts less, which the app's run did not.
     config = GenerationConfig(max_tokens=len(reply.tokens) + 3, depth=2)
     headless = [e for e in engine.stream(prompt, config) if isinstance(e, TokenEvent)]

@@ -60,7 +60,7 @@ def test_stepping_shows_what_streaming_writes(qtbot, make_window, engine, monkey
     teach = _started(qtbot, window, depth=2)
     _finish(qtbot, teach)
     stepped = [t for s in teach.steps for t in s.tokens]
-    prompt = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+    prompt = engine.prompt_ids([Message("user", PROMPT)])
     streamed = [e for e in engine.stream(prompt, GenerationConfig(max_tokens=40, depth=2, top_candidates=5))
                 if isinstance(e, TokenEvent)]  # fmt: skip
     assert [(t.token_id, t.kind) for t in stepped] == [(t.token_id, t.kind) for t in streamed]

@@ -21,7 +21,7 @@ def test_spans_on_screen_equal_the_engines_events(qtbot, make_window, engine, se
     stats = send(window, PROMPT)
     assert isinstance(stats, RunStats) and stats.generated_tokens == 24
     # The same conversation through the headless engine gives the same tokens and kinds.
-    prompt = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+    prompt = engine.prompt_ids([Message("user", PROMPT)])
     events = list(engine.stream(prompt, GenerationConfig(max_tokens=24, depth=2)))
     headless = [(e.token_id, e.kind) for e in events if isinstance(e, TokenEvent)]
     assert [(t.token_id, t.kind) for t in window.reply_tokens] == headless

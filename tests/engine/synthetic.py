@@ -75,7 +75,7 @@ def _writer(path: Path, arch: str, name: str, n_ff: int, blocks: int = 2, n_embd
 
 
 def _finish(w) -> None:
-    from engine.runtime.probe import trust
+    from engine.runtime.llama.probe import trust
 
     w.write_header_to_file()
     w.write_kv_data_to_file()

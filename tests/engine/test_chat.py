@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from engine import ChatTemplate, ChatTemplateError, Message, Model
-from engine.chat import CHATML_TEMPLATE, template_for, tokenize_prompt
+from engine import ChatTemplateError, Message, Model
+from engine.chat import CHATML_TEMPLATE, ChatTemplate, template_for, tokenize_prompt
 
 CONVERSATION = [
     Message("system", "Be brief."),

@@ -50,7 +50,7 @@ def chat(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 
 def engine_reply(engine, **config):
-    prompt = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+    prompt = engine.prompt_ids([Message("user", PROMPT)])
     return list(engine.stream(prompt, GenerationConfig(**config)))
 
 
@@ -126,7 +126,7 @@ def test_plain_output_is_the_text_and_a_summary(tmp_path, target_path, engine, j
     expected = "".join(json.loads(line)["text"] for line in json_run.stdout.splitlines()[:4])
     assert expected == "Certainly! Below is"
     assert result.stdout == expected + "\n"  # not a terminal: no colour codes
-    n_prompt = len(engine.tokenize_prompt(engine.render([Message("user", PROMPT)])))
+    n_prompt = len(engine.prompt_ids([Message("user", PROMPT)]))
     summary = result.stderr.strip().splitlines()
     assert len(summary) == 1
     assert re.fullmatch(

@@ -55,7 +55,7 @@ def test_text_that_only_looks_like_json_is_prose():
 
 @pytest.fixture(scope="module")
 def code_reply(engine):
-    prompt = engine.tokenize_prompt(engine.render([Message("user", "Write a bubble sort in C++.")]))
+    prompt = engine.prompt_ids([Message("user", "Write a bubble sort in C++.")])
     engine.forget()
     return list(engine.stream(prompt, GenerationConfig(max_tokens=72, depth=3, ignore_eog=True)))
 

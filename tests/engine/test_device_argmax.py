@@ -43,12 +43,12 @@ def device_engine(target_path, drafter_path):
 
 
 def run(engine, prompt, overlap: bool, **kw) -> list:
-    saved = engine.ctx.options
-    engine.ctx.options = replace(saved, overlap_probabilities=overlap)
+    saved = engine.ctx.acceleration
+    engine.ctx.acceleration = replace(saved, overlap_probabilities=overlap)
     try:
         return list(engine.stream(prompt, GenerationConfig(max_tokens=N_TOKENS, **kw)))
     finally:
-        engine.ctx.options = saved
+        engine.ctx.acceleration = saved
 
 
 def tokens_and_drafts(events: list) -> tuple[list[TokenEvent], list[tuple[int, ...]]]:
@@ -201,7 +201,7 @@ def test_a_banned_end_of_turn_is_passed_over_as_on_the_host(host_engine, device_
     """Where the device's argmax is a banned token (ignore_eog's end of turn), the row is scanned
     on the host with the ban: the reply writes on past where it would have ended."""
     engine = host_engine
-    prompt = engine.tokenize_prompt(engine.render([Message("user", "Answer with one word: is water wet?")]))
+    prompt = engine.prompt_ids([Message("user", "Answer with one word: is water wet?")])
     short = run(engine, prompt, False, depth=2)
     assert short[-1].finish_reason.value == "eog" and len(short[-1].token_ids) < N_TOKENS
     host = run(engine, prompt, True, depth=2, ignore_eog=True)
@@ -266,15 +266,13 @@ def test_a_greedy_round_leaves_no_probability_to_side_work(device_engine, prompt
     eng.forget()
     eng.ctx.sync(prompt[:-1])
     eng.drafter.prefill(prompt)
-    side, saved = SideWork(), eng.ctx.options
-    eng.ctx.options = replace(saved, overlap_probabilities=True)
-    eng.ctx.side = eng.drafter.ctx.side = side
+    side, saved = SideWork(), eng.ctx.acceleration
+    eng.ctx.acceleration = replace(saved, overlap_probabilities=True)
     try:
         sampler = Sampler(SamplingConfig(), eng.target.n_vocab)
         r = speculative_round(eng.ctx, eng.drafter, prompt, 3, sampler, GenerationConfig(), side=side)
     finally:
-        eng.ctx.options = saved
-        eng.ctx.side = eng.drafter.ctx.side = None
+        eng.ctx.acceleration = saved
         eng.forget()
     assert r.pending is None and len(r.draft.tokens) == 3
     assert all(0.0 < e.target_prob <= 1.0 for e in r.emitted)

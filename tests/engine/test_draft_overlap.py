@@ -15,7 +15,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine import GenerationConfig, Model, ModelDrafter, RoundEvent, RuntimeOptions, TokenEvent, TokenKind
+from engine import GenerationConfig, Model, RoundEvent, RuntimeOptions, TokenEvent, TokenKind
+from engine.drafting import ModelDrafter
 from engine.drafting.model import step_plan
 from engine.runtime import Context
 
@@ -66,14 +67,17 @@ def reply(engine, prompt, depth: int, drafter=None, **kw) -> tuple[list, list[in
 
 def test_the_plan_follows_the_options_and_the_model():
     gpu_like = RuntimeOptions(overlap_drafter=True, steady_draft_shape=True)
-    assert step_plan(gpu_like, has_state=False) == (True, 1)
-    assert step_plan(gpu_like, has_state=True) == (False, 1)  # a rejected last draft would replay its state
-    assert step_plan(replace(gpu_like, overlap_drafter=False), has_state=False) == (False, 2)
-    assert step_plan(RuntimeOptions(overlap_drafter=False, steady_draft_shape=False), has_state=False) == (False, 1)
+    assert step_plan(gpu_like.acceleration(), has_state=False) == (True, 1)
+    assert step_plan(gpu_like.acceleration(), has_state=True) == (False, 1)  # a rejected last draft would replay
+    assert step_plan(replace(gpu_like, overlap_drafter=False).acceleration(), has_state=False) == (False, 2)
+    options = RuntimeOptions(overlap_drafter=False, steady_draft_shape=False)
+    assert step_plan(options.acceleration(), has_state=False) == (False, 1)
 
 
 def test_this_cpu_does_not_overlap_by_default(engine):
-    assert not engine.options.drafter_overlaps and not engine.drafter.overlaps and engine.drafter.shape == 1
+    assert (
+        not engine.options.acceleration().overlap_drafter and not engine.drafter.overlaps and engine.drafter.shape == 1
+    )
 
 
 @pytest.mark.parametrize("depth", [1, 3])
@@ -198,7 +202,7 @@ def test_a_guess_that_a_plain_round_passes_over_is_cut_back(engine, prompts, gue
     made wrong (the drafter's choice, one id on), so the case arises whatever the CPU's kernels make
     of the text: wherever a depth-3 round keeps its drafts, its bonus token is not the guess."""
     import engine.drafting.model as model_module
-    from engine.runtime.llama import Context as LlamaContext
+    from engine.runtime.llama.context import Context as LlamaContext
     from engine.speculative import Prefill, generate
 
     guesses, guess, choose = [], guessing._guess_outcome, model_module.choose_draft

@@ -30,7 +30,7 @@ def cache(tmp_path, monkeypatch):
 def reply(engine: Engine, depth=AUTO) -> list:
     from engine import Message
 
-    prompt = engine.tokenize_prompt(engine.render([Message("user", "Write a bubble sort in Python.")]))
+    prompt = engine.prompt_ids([Message("user", "Write a bubble sort in Python.")])
     return list(engine.stream(prompt, GenerationConfig(max_tokens=PROMPT_TOKENS, depth=depth, ignore_eog=True)))
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import Engine, GenerationConfig, ModelDrafter, RoundEvent, RuntimeOptions, TokenEvent
+from engine import Engine, GenerationConfig, RoundEvent, RuntimeOptions, TokenEvent
+from engine.drafting import ModelDrafter
 from engine.runtime import Context, Model
-from engine.runtime.keptrows import KEPT_WIDTH, MAX_BANNED
+from engine.runtime.llama.keptrows import KEPT_WIDTH, MAX_BANNED
 from engine.sampling import Sampler, SamplingConfig, softmax_parts
 
 N_TOKENS = 40

@@ -1,8 +1,8 @@
 """The code's shape, checked: engine in layers with no arrow running back up, the app through
 the engine's public face, no import circle, and an engine that never loads Qt.
 
-Imports are read from the source (every `import` statement, those inside functions too,
-but not those under `if TYPE_CHECKING:`), as an import-linter contract would read them.
+Imports are read from the source: every `import` statement, those inside functions and under
+`if TYPE_CHECKING:` too, since a type named is a dependency as much as a value used.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 # Lowest first. A module may import its own layer's modules and any layer below it.
 LAYERS = (
     ("engine.errors", "engine.depth", "engine.progress"),
-    ("engine.events", "engine.sampling", "engine.templating", "engine.chat"),
+    ("engine.events", "engine.sampling", "engine.templating"),
     ("engine.content",),
     ("engine.runtime",),
-    ("engine.models",),
+    ("engine.chat",),
     ("engine.drafting",),
+    ("engine.models",),
+    ("engine.rounds",),
     ("engine.reporting",),
     ("engine.speculative",),
     ("engine.measure",),
@@ -57,10 +59,6 @@ def source_modules(package: str) -> dict[str, Path]:
     return {module_name(p): p for p in sorted((ROOT / package).rglob("*.py"))}
 
 
-def _type_checking_only(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
-
-
 def _parse(source: str) -> ast.Module:
     """ast.parse, again where CPython 3.11 raises its spurious \"AST constructor recursion depth
     mismatch\" (python/cpython#106905: another thread, formatting a traceback, parsed at once)."""
@@ -75,14 +73,8 @@ def _parse(source: str) -> ast.Module:
 def imports_of(path: Path, known: set[str]) -> set[str]:
     """Every module `path` imports, resolved to the most specific known module where it is one of ours."""
     found: set[str] = set()
-    skip: set[int] = set()
     tree = _parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if _type_checking_only(node):
-            skip.update(id(n) for n in ast.walk(node))
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -190,9 +182,9 @@ def test_the_checks_would_notice_a_bad_arrow(tmp_path):
     }
     assert layer_of("engine.session") > layer_of("engine.runtime.llama")
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    guarded = tmp_path / "guarded.py"
+    guarded = tmp_path / "guarded.py"  # a type-level import is an arrow too
     guarded.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from engine.session import Engine\n")
-    assert imports_of(guarded, {"engine.session"}) == {"typing"}
+    assert imports_of(guarded, {"engine.session"}) == {"typing", "engine.session"}
 
 
 CHECK = """

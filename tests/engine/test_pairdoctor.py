@@ -85,7 +85,7 @@ def test_an_incompatible_drafter_names_the_rules_that_fail(
 
 def _direct(engine, text: str) -> RunStats:
     engine.forget()
-    ids = engine.tokenize_prompt(engine.render([Message("user", text)]))
+    ids = engine.prompt_ids([Message("user", text)])
     config = GenerationConfig(max_tokens=TOKENS, depth=3, probabilities=False)
     return [e for e in engine.stream(ids, config) if isinstance(e, RunStats)][-1]
 

@@ -52,7 +52,7 @@ def test_a_template_that_renders_nothing_is_a_sentence(smol):
 
 def test_a_stop_ends_the_prefill_in_the_middle_of_its_batch(smol):
     config = GenerationConfig(max_tokens=4, depth=0)
-    prompt = smol.tokenize_prompt(smol.render([Message("user", LONG)]))
+    prompt = smol.prompt_ids([Message("user", LONG)])
     assert 64 < len(prompt) < smol.ctx.capacity  # one batch: only llama.cpp's abort callback can stop it
     smol.forget()
     reference = [e.token_id for e in smol.stream(prompt, config) if isinstance(e, TokenEvent)]

@@ -3,6 +3,7 @@ later, a softmax into a reused buffer, a late probability set on the event itsel
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -71,7 +72,7 @@ def test_draft_probabilities_after_a_late_copy_equal_the_eager_ones():
     assert late.rank(2, 9) == eager.rank(2, 9)
 
 
-def test_a_late_probability_is_set_on_the_event_itself():
+def test_a_late_probability_goes_out_in_the_event_and_no_frozen_event_is_changed():
     from engine.runtime.side import Job
 
     class Round:
@@ -83,5 +84,6 @@ def test_a_late_probability_is_set_on_the_event_itself():
     outbox.put([event])
     outbox.wait_for(3, Round())
     (out,) = outbox.release()
-    assert out is event and out.target_prob == 0.25
+    assert out.target_prob == 0.25 and out == dataclasses.replace(event, target_prob=0.25)
+    assert math.isnan(event.target_prob)  # the event made before side work is as it was made
     assert outbox.release() == []

@@ -15,7 +15,7 @@ from engine.speculative import walk
 @pytest.fixture(scope="module")
 def real_rows(engine):
     """The target's and the drafter's logits for the first token of an open-ended prompt."""
-    prompt = engine.tokenize_prompt(engine.render([Message("user", "Name one fruit. One word only.")]))
+    prompt = engine.prompt_ids([Message("user", "Name one fruit. One word only.")])
     engine.ctx.clear()
     engine.ctx.decode(prompt[:-1], all_logits=False)
     target_row = engine.ctx.decode(prompt[-1:], all_logits=True)[0].copy()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from engine import (
-    ChatTemplate,
     ChatTemplateError,
     ContextFullError,
     Engine,
@@ -17,6 +16,7 @@ from engine import (
     RuntimeOptions,
     TokenEvent,
 )
+from engine.chat import ChatTemplate
 
 FIRST = "Write a bubble sort in C++."
 FOLLOW_UP = "What is its time complexity? One sentence."
@@ -35,7 +35,7 @@ def reply(events) -> RunStats:
 def test_a_follow_up_prefills_only_what_is_new(engine):
     config = GenerationConfig(max_tokens=8, depth=2)
     session = engine.session()
-    first_prompt = engine.tokenize_prompt(engine.render([Message("user", FIRST)]))
+    first_prompt = engine.prompt_ids([Message("user", FIRST)])
     first = reply(session.send(FIRST, config))
     assert session.messages == [Message("user", FIRST), Message("assistant", first.text)]
 
@@ -156,7 +156,7 @@ def small(request, smollm_path):
 def test_a_message_longer_than_the_context_is_refused(small):
     session = small.session()
     long_message = "word " * 300
-    n = len(small.tokenize_prompt(small.render([Message("user", long_message)])))
+    n = len(small.prompt_ids([Message("user", long_message)]))
     assert n > N_CTX
     with pytest.raises(ContextFullError) as caught:
         list(session.send(long_message, GenerationConfig(max_tokens=4)))
@@ -172,7 +172,7 @@ def test_a_message_longer_than_the_context_is_refused(small):
 
 def test_a_reply_that_fills_the_context_finishes_with_a_message(small):
     session = small.session()
-    prompt = small.tokenize_prompt(small.render([Message("user", COUNTING)]))
+    prompt = small.prompt_ids([Message("user", COUNTING)])
     assert N_CTX - 20 < len(prompt) < N_CTX - 8
     config = GenerationConfig(max_tokens=200, depth=3, ignore_eog=True)
     stats = reply(session.send(COUNTING, config))

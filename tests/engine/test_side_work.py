@@ -20,12 +20,12 @@ N_TOKENS = 40
 
 @contextmanager
 def overlapping(engine, on: bool = True):
-    saved = engine.ctx.options
-    engine.ctx.options = replace(saved, overlap_probabilities=on)
+    saved = engine.ctx.acceleration
+    engine.ctx.acceleration = replace(saved, overlap_probabilities=on)
     try:
         yield
     finally:
-        engine.ctx.options = saved
+        engine.ctx.acceleration = saved
 
 
 def collect(engine, prompt, overlap: bool, cancelled=lambda: False, **kw):
@@ -130,11 +130,7 @@ def test_a_context_runs_side_work_inside_its_decode(engine, prompts):
     seen, before = [], []
     job = side.add(lambda: seen.append(ctx.n_past) or "done")
     side.add(lambda: before.append(ctx.n_past), reads=ctx)  # reads its logits: runs before they change
-    ctx.side = side
-    try:
-        ctx.decode(prompts["code"][-1:], all_logits=True)
-    finally:
-        ctx.side = None
+    ctx.decode(prompts["code"][-1:], all_logits=True, side=side)
     assert before == [len(prompts["code"]) - 1]
     assert seen == [len(prompts["code"])]  # after the launch, before the logits were read
     assert job.result() == "done" and seen == [len(prompts["code"])]  # a job runs once

@@ -6,18 +6,9 @@ import time
 
 import pytest
 
-from engine import (
-    AUTO,
-    BoxProfile,
-    GenerationConfig,
-    NgramDrafter,
-    RoundEvent,
-    RunStats,
-    TokenEvent,
-    TokenKind,
-    VerifyBatch,
-)
+from engine import AUTO, BoxProfile, GenerationConfig, RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.depth import FixedDepth
+from engine.drafting import NgramDrafter, VerifyBatch
 from engine.measure.profile import machine_id, save_profile
 
 N_TOKENS = 48
@@ -258,7 +249,8 @@ def test_a_draft_model_at_one_steady_shape_drafts_the_same_tokens(engine, prompt
     """On a GPU every drafter batch is two rows (a cached row decoded again): same drafts, same text."""
     from dataclasses import replace
 
-    from engine import Model, ModelDrafter
+    from engine import Model
+    from engine.drafting import ModelDrafter
 
     options = replace(engine.options, steady_draft_shape=True)
     steady = ModelDrafter(Model(engine.drafter.model.path, options), options)

@@ -150,7 +150,7 @@ def test_a_real_replay_mutated(tmp_path, smollm_path, teach):
     from engine import Engine, GenerationConfig, Message, Stepper, record_replay
 
     engine = Engine.load(smollm_path, "ngram")
-    prompt = engine.tokenize_prompt(engine.render([Message("user", "Count from one to twenty in words.")]))
+    prompt = engine.prompt_ids([Message("user", "Count from one to twenty in words.")])
     stepper = Stepper(engine.stream(prompt, GenerationConfig(max_tokens=24, depth=3, top_candidates=5)))
     while stepper.step() is not None:
         pass

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import FixedDepth, GenerationConfig, Prefill, RoundEvent, TokenEvent, generate
+from engine import GenerationConfig, RoundEvent, TokenEvent
+from engine.depth import FixedDepth
+from engine.rounds import Prefill
 from engine.ruler.oracle_build import SPECULATIVE_SIMPLE, find_oracle
+from engine.speculative import generate
 
 RUNS = 8
 Round = tuple[list[int], int, int]  # drafts, how many the target kept, the target's own last token

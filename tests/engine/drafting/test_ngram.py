@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from engine import NgramDrafter, SamplingConfig
-from engine.drafting import lookup
+from engine import SamplingConfig
+from engine.drafting import NgramDrafter, lookup
 from engine.sampling import Sampler
 
 SAMPLER = Sampler(SamplingConfig(), 1000)

@@ -15,7 +15,7 @@ TOP = 16  # the drafter's candidates each token reports
 
 @pytest.fixture(scope="module")
 def reply(engine):
-    prompt = engine.tokenize_prompt(engine.render([Message("user", PROSE)]))
+    prompt = engine.prompt_ids([Message("user", PROSE)])
     engine.forget()
     config = GenerationConfig(max_tokens=40, depth=3, ignore_eog=True, top_candidates=TOP)
     events = list(engine.stream(prompt, config))

@@ -12,7 +12,7 @@ N = 24
 
 
 def reply(engine, depth: int) -> RunStats:
-    prompt = engine.tokenize_prompt(engine.render([Message("user", "Write a JSON object for a cat.")]))
+    prompt = engine.prompt_ids([Message("user", "Write a JSON object for a cat.")])
     engine.forget()
     return list(engine.stream(prompt, GenerationConfig(max_tokens=N, depth=depth, ignore_eog=True)))[-1]
 

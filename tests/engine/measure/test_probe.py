@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine import Context, RuntimeOptions
+from engine import RuntimeOptions
 from engine.measure.probe import ProbeResult, batch_invariance
+from engine.runtime import Context
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import Engine, IncompatibleDrafter, Model, check
+from engine import Engine, IncompatibleDrafter, Model
+from engine.models import check
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ def test_every_pair_is_fetched_by_catalog_name_and_cites_its_sources():
         "gemma-4-31b-assistant",
         "qwen3.6-27b-dflash",
     ]
-    assert {p.kind for p in PAIRS} == {"mtp", "assistant", "dflash"}
+    assert {p.kind.name for p in PAIRS} == {"mtp", "assistant", "dflash"}
     for pair in PAIRS:
         for model in (pair.target, pair.drafter):
             if model is not None:

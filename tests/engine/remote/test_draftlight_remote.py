@@ -47,7 +47,7 @@ def key(e) -> tuple:
 
 
 def reply(remote, max_tokens: int, cancelled=lambda: False, text: str = PROMPT):
-    return list(remote.stream([Message("user", text)], GenerationConfig(max_tokens=max_tokens, depth=2), False,
+    return list(remote.reply([Message("user", text)], GenerationConfig(max_tokens=max_tokens, depth=2), False,
                               cancelled))  # fmt: skip
 
 
@@ -58,7 +58,7 @@ def test_the_remote_reply_is_the_engines_own_token_for_token(served, engine):
     assert remote.info.model == "qwen2.5-coder-1.5b-instruct-q4_k_m"
     assert remote.info.describe().startswith("draftlight serve on ") and served.url.endswith(remote.info.host)
     events = reply(remote, 24)
-    prompt = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+    prompt = engine.prompt_ids([Message("user", PROMPT)])
     here = list(engine.stream(prompt, GenerationConfig(max_tokens=24, depth=2)))
     assert [key(e) for e in events] == [key(e) for e in here]
     got, want = events[-1], here[-1]
@@ -81,7 +81,7 @@ def test_a_stop_mid_reply_ends_it_after_the_round_with_its_figures(served):
         return len(seen) >= 1 and time.monotonic() > seen[0] + 1.0
 
     events = []
-    for event in remote.stream([Message("user", "Write a long essay about sorting.")],
+    for event in remote.reply([Message("user", "Write a long essay about sorting.")],
                                GenerationConfig(max_tokens=400, depth=2), False, cancelled):  # fmt: skip
         events.append(event)
         if isinstance(event, TokenEvent) and not seen:
@@ -116,7 +116,7 @@ def test_a_server_killed_mid_reply_is_a_lost_connection(smollm_path):
         remote = attach_remote(Endpoint(server.url))
         tokens = []
         with pytest.raises(ConnectionLost, match=rf"The connection to 127.0.0.1:{server.port}"):
-            for event in remote.stream([Message("user", "Write a long story.")],
+            for event in remote.reply([Message("user", "Write a long story.")],
                                        GenerationConfig(max_tokens=400, ignore_eog=True), False, lambda: False):  # fmt: skip
                 tokens.append(event)
                 if len(tokens) == 10:
@@ -196,7 +196,7 @@ def test_a_server_that_says_too_much_is_refused_in_words():
         assert remote.info.machine == "evil (x)"
         events = []
         with pytest.raises(RemoteError, match="sent more than the 2 tokens asked for"):
-            for event in remote.stream([Message("user", "hi")], GenerationConfig(max_tokens=2), False, lambda: False):
+            for event in remote.reply([Message("user", "hi")], GenerationConfig(max_tokens=2), False, lambda: False):
                 events.append(event)
         assert len(events) == 2
     finally:

@@ -30,7 +30,7 @@ def engine_text(target_path) -> str:
     """Our engine's greedy reply, computed (and the model closed) before llama-server loads."""
     engine = Engine.load(target_path, None)
     try:
-        ids = engine.tokenize_prompt(engine.render([Message("user", PROMPT)]))
+        ids = engine.prompt_ids([Message("user", PROMPT)])
         stats = list(engine.stream(ids, GenerationConfig(max_tokens=N, depth=0)))[-1]
     finally:
         engine.close()
@@ -75,7 +75,7 @@ def test_a_reply_is_llama_servers_own_text_with_its_draft_totals(server, engine_
     )
     assert info.describe() == f"llama-server at 127.0.0.1:{server.port}"
 
-    events = list(remote.stream([Message("user", PROMPT)], config(), False, lambda: False))
+    events = list(remote.reply([Message("user", PROMPT)], config(), False, lambda: False))
     tokens, stats = events[:-1], events[-1]
     assert all(isinstance(t, TokenEvent) for t in tokens) and isinstance(stats, RunStats)
     assert {t.kind for t in tokens} == {TokenKind.UNREPORTED}
@@ -136,7 +136,7 @@ def test_a_stop_ends_the_reply_and_the_server_answers_the_next(server, engine_te
     remote = attach_openai(Endpoint(f"http://127.0.0.1:{server.port}"))
     seen: list[TokenEvent] = []
     events = []
-    for event in remote.stream([Message("user", PROMPT)], config(400), False, lambda: len(seen) >= 3):
+    for event in remote.reply([Message("user", PROMPT)], config(400), False, lambda: len(seen) >= 3):
         events.append(event)
         if isinstance(event, TokenEvent):
             seen.append(event)
@@ -148,7 +148,7 @@ def test_a_stop_ends_the_reply_and_the_server_answers_the_next(server, engine_te
     assert (stats.drafted, stats.accepted) == (0, 0)
     assert stats.message == "llama-server sends a reply's draft totals only when the reply ends."
 
-    again = list(remote.stream([Message("user", PROMPT)], config(), False, lambda: False))
+    again = list(remote.reply([Message("user", PROMPT)], config(), False, lambda: False))
     assert again[-1].finish_reason is FinishReason.MAX_TOKENS
     assert again[-1].text == engine_text
 
@@ -160,7 +160,7 @@ def test_a_server_killed_mid_reply_raises_connection_lost(server, engine_text):
     kept: list[str] = []
     lost = rf"^The connection to 127\.0\.0\.1:{server.port} was lost mid-reply \(.*\)(; the text so far is kept)?\.$"
     with pytest.raises(ConnectionLost, match=lost):
-        for event in remote.stream([Message("user", PROMPT)], config(400), False, lambda: False):
+        for event in remote.reply([Message("user", PROMPT)], config(400), False, lambda: False):
             assert isinstance(event, TokenEvent)  # no RunStats: the reply never ended
             kept.append(event.text)
             if len(kept) == 2:

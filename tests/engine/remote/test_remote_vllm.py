@@ -219,7 +219,7 @@ def openai_body(**extra) -> dict:
 
 def reply(endpoint: Endpoint, config: GenerationConfig | None = None, cancelled=lambda: False):
     remote = attach_openai(endpoint)
-    events = list(remote.stream([Message("user", "Write a bubble sort in C++.")], config or GenerationConfig(max_tokens=8, depth=AUTO), True, cancelled))  # fmt: skip
+    events = list(remote.reply([Message("user", "Write a bubble sort in C++.")], config or GenerationConfig(max_tokens=8, depth=AUTO), True, cancelled))  # fmt: skip
     return remote, events[:-1], events[-1]
 
 
@@ -293,7 +293,7 @@ def test_a_stop_ends_the_reply_with_what_arrived(replay):
     seen: list[TokenEvent] = []
     remote = attach_openai(endpoint)
     events = []
-    for event in remote.stream([Message("user", "hi")], GenerationConfig(max_tokens=8), False, lambda: len(seen) >= 2):
+    for event in remote.reply([Message("user", "hi")], GenerationConfig(max_tokens=8), False, lambda: len(seen) >= 2):
         events.append(event)
         if isinstance(event, TokenEvent):
             seen.append(event)
@@ -319,7 +319,7 @@ def test_a_dropped_connection_is_connection_lost(replay):
     remote = attach_openai(endpoint)
     kept = []
     with pytest.raises(ConnectionLost) as err:
-        for event in remote.stream([Message("user", "hi")], GenerationConfig(max_tokens=8), False, lambda: False):
+        for event in remote.reply([Message("user", "hi")], GenerationConfig(max_tokens=8), False, lambda: False):
             kept.append(event.text)
     assert kept == DELTAS[:3]
     assert str(err.value) == (
@@ -394,6 +394,6 @@ def test_a_server_that_writes_past_max_tokens_is_cut_there(replay):
     remote = attach_openai(endpoint)
     events = []
     with pytest.raises(RemoteError, match="sent more than the 2 tokens asked for"):
-        for event in remote.stream([Message("user", "hi")], GenerationConfig(max_tokens=2), False, lambda: False):
+        for event in remote.reply([Message("user", "hi")], GenerationConfig(max_tokens=2), False, lambda: False):
             events.append(event)
     assert len(events) == 2 + 2  # max_tokens and the slack, then the refusal

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import RuntimeFailure
-from engine.runtime import limits
-from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
+from engine.runtime.llama import limits
+from engine.runtime.llama.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 
 QWEN_1_5B = {  # the default target's header
     "qwen2.block_count": 28,

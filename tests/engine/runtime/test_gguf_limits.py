@@ -12,7 +12,7 @@ import pytest
 
 from engine import Model, ModelFileError
 from engine.runtime.gguf import CorruptModelFile, TruncatedModelFile, read_gguf
-from engine.runtime.probe import ensure_loadable
+from engine.runtime.llama.probe import ensure_loadable
 from tests.fuzz.bounded import run_bounded
 from tests.fuzz.gguf_map import (
     fields,

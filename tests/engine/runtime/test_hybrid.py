@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import Context, Engine, GenerationConfig, Model, NgramDrafter, RoundEvent, RuntimeOptions, TokenKind
+from engine import Engine, GenerationConfig, Model, RoundEvent, RuntimeOptions, TokenKind
+from engine.drafting import NgramDrafter
+from engine.runtime import Context
 
 pytest.importorskip("gguf")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -147,7 +149,7 @@ def test_the_rollback_sentence_carries_its_cost_once_the_box_is_measured(hybrid,
 def test_a_recurrent_draft_model_keeps_one_row_a_step_even_on_a_gpu(hybrid):
     from dataclasses import replace
 
-    from engine import ModelDrafter
+    from engine.drafting import ModelDrafter
 
     drafter = ModelDrafter(hybrid, replace(OPTIONS, steady_draft_shape=True))
     try:  # a second row would be a one-token rewind, which a recurrent state can only replay

@@ -5,7 +5,7 @@ the next decode can launch; the rows still arrive (unchanged) for the probabilit
 sampler in the same chain (ours, `Normaliser`) sums each row's softmax terms on the device and
 hands back one float a row, sum(exp(row - row[greedy token])): with it, any token's probability
 in the row is a lookup on the host, not a pass over the vocabulary. A draft model's context may
-put a third last (engine.runtime.keptrows, `RowKeeper`): its rows then stay on the device, and
+put a third last (engine.runtime.llama.keptrows, `RowKeeper`): its rows then stay on the device, and
 only the floats those lookups need come back.
 """
 
@@ -19,8 +19,9 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.errors import RuntimeFailure
-from engine.runtime.ggmlapi import SamplerInterface, ggml_functions
-from engine.runtime.keptrows import KEPT_WIDTH, MAX_BANNED, RowKeeper
+from engine.runtime.llama.ggmlapi import SamplerInterface, ggml_functions
+from engine.runtime.llama.keptrows import KEPT_WIDTH, RowKeeper
+from engine.runtime.protocol import MAX_BANNED
 from engine.sampling import parts_from_top, softmax_parts
 
 # How far the device's normaliser may sit from the host's own (softmax_parts) of the same row,

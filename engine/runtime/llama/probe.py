@@ -4,7 +4,7 @@ child, not the app.
 llama.cpp's loader stops the whole process (GGML_ASSERT, SIGABRT) on some metadata it does
 not expect: a `block_count` of 0 or past 512, more MTP layers than layers, expert counts
 that do not add up, and more per architecture. The header reader checks the ones we know
-(engine.runtime.loadcheck); the probe catches the rest, whatever llama.cpp learns to assert
+(engine.runtime.llama.loadcheck); the probe catches the rest, whatever llama.cpp learns to assert
 next. It loads with no_alloc (metadata and tensor shapes only, no weights read), so it
 costs a process start and a header's read. A file proven whole by its published checksum
 (the catalog's) is not probed, and a verdict is remembered for the process by the header's
@@ -68,7 +68,7 @@ def ensure_loadable(info: GGUFInfo, vocab_only: bool = False, load_mtp: bool = F
     key = _header_key(info, vocab_only, load_mtp)
     if key is not None and key in _loaded:
         return
-    command = [sys.executable, "-m", "engine.runtime.probe", str(path), str(int(vocab_only)), str(int(load_mtp))]
+    command = [sys.executable, "-m", "engine.runtime.llama.probe", str(path), str(int(vocab_only)), str(int(load_mtp))]
     # The child finds this engine wherever the parent runs from; ggml would attach gdb for a backtrace.
     paths = [str(ENGINE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "GGML_NO_BACKTRACE": "1"}

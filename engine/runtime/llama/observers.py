@@ -11,8 +11,7 @@ import llama_cpp.llama_cpp as llama
 import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
-# (tokens, position of the first, the model's hidden state per token, [len(tokens), n_embd], or None)
-BatchObserver = Callable[[list[int], int, "np.ndarray | None"], None]
+from engine.runtime.protocol import BatchObserver
 
 
 class BatchObservers:

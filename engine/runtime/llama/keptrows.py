@@ -20,11 +20,11 @@ import ctypes
 import llama_cpp.llama_cpp as llama
 import numpy as np
 
-from engine.runtime.ggmlapi import SamplerInterface, ggml_functions
+from engine.runtime.llama.ggmlapi import SamplerInterface, ggml_functions
+from engine.runtime.protocol import MAX_BANNED
 
 # Banned tokens whose logits come back with each row (ignore_eog's end-of-generation ids: a
 # handful); a longer ban is served by fetching the rows.
-MAX_BANNED = 16
 KEPT_WIDTH = 1 + MAX_BANNED  # the floats that come back a row: the greedy token's logit, the banned'
 _F32, _I32 = 0, 26  # ggml_type
 

@@ -3,7 +3,7 @@
 llama.cpp's loader stops the whole process (GGML_ASSERT, exit 134) rather than refusing a
 file when some metadata is out of range: the checks of `llama_model_base::load_hparams`
 that every architecture runs are repeated here from the header alone. Architecture-specific
-asserts are too many to mirror; engine.runtime.probe loads an untrusted file in a child
+asserts are too many to mirror; engine.runtime.llama.probe loads an untrusted file in a child
 process first and catches those.
 """
 

@@ -20,8 +20,9 @@ import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
 from engine.errors import IncompatibleDrafter, RuntimeFailure
-from engine.runtime.llama import Context
-from engine.runtime.model import KV_TYPES, clear_log, llama_reason
+from engine.runtime.llama.backend import clear_log, llama_reason
+from engine.runtime.llama.context import Context
+from engine.runtime.llama.options import KV_TYPES
 
 _FLOATS = ctypes.POINTER(ctypes.c_float)
 

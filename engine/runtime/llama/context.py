@@ -11,27 +11,50 @@ import ctypes
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.contexts import common_prefix
-from engine.runtime.devicegreedy import DeviceGreedy
-from engine.runtime.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
-from engine.runtime.model import KV_TYPES, Model, RuntimeOptions, clear_log, llama_reason
-from engine.runtime.observers import BatchObserver, BatchObservers
+from engine.runtime.llama.backend import clear_log, llama_reason
+from engine.runtime.llama.devicegreedy import DeviceGreedy
+from engine.runtime.llama.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
+from engine.runtime.llama.observers import BatchObservers
+from engine.runtime.llama.options import KV_TYPES, RuntimeOptions
+from engine.runtime.protocol import BatchObserver
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
+
+if TYPE_CHECKING:
+    from engine.runtime.gguf import GGUFInfo
+
+
+class LoadedModel(Protocol):
+    """What a context needs of its model (engine.runtime.llama.model.Model): its llama.cpp pointer and header."""
+
+    ptr: object
+    path: Path
+    info: GGUFInfo
+    options: RuntimeOptions
+    vocab_only: bool
+    n_vocab: int
+    n_ctx_train: int
+    name: str
 
 
 class Context:
-    """One inference context on a model: its KV cache, one reusable batch, timing."""
+    """One inference context on a model (a RuntimeContext): its KV cache, one reusable batch, timing."""
 
-    def __init__(self, model: Model, options: RuntimeOptions | None = None, max_rows: int = 1, kept_rows: int = 0):
+    def __init__(
+        self, model: LoadedModel, options: RuntimeOptions | None = None, max_rows: int = 1, kept_rows: int = 0
+    ):
         if model.vocab_only:
             raise ValueError("a vocabulary-only model cannot decode")
         self.model = model
         self.options = options or model.options
+        self.acceleration = self.options.acceleration()  # resolved once: every switch a decode reads
         n_ctx = padded_ctx(context_size(self.options.n_ctx, model.n_ctx_train))
         kv_bytes = kv_cache_bytes(model.info.metadata, model.info.architecture, n_ctx, self.options.kv_type)
         check_memory(model.name, n_ctx, kv_bytes, self.options.on_gpu)
@@ -59,7 +82,7 @@ class Context:
             reason = llama_reason() or "out of memory?"
             raise RuntimeFailure(f"llama.cpp could not create a context for {model.path.name}: {reason}")
         self.ptr = ptr
-        # Greedy tokens chosen on the device (options.device_argmax): llama.cpp's greedy sampler
+        # Greedy tokens chosen on the device (acceleration.argmax_on_device): llama.cpp's greedy sampler
         # runs in the decode's graph, and the rows come from its output instead of the raw logits;
         # each row's softmax normaliser too, so its probabilities are lookups (DeviceGreedy).
         # With kept_rows (a draft model's steps) each row stays on the device, in a slot of its
@@ -69,7 +92,7 @@ class Context:
         positions = int(llama.llama_n_ctx(ptr)) if plain and not self.has_state else 0
         self._greedy = (
             DeviceGreedy.attach(ptr, model.n_vocab, max_rows, kept_rows, positions)
-            if self.options.device_argmax
+            if self.acceleration.argmax_on_device
             else None
         )
         self.argmax: list[int] | None = None  # the latest decode's argmax per output row, where the device took it
@@ -95,9 +118,8 @@ class Context:
             b.seq_id[i][0] = 0
         self.tokens: list[int] = []  # what the KV cache holds, position by position
         self.decode_s = 0.0  # time inside llama_decode and logits access, for overhead accounting
-        # Work to do between launching a decode and reading its logits (engine.runtime.side), and
-        # the time it took that no decode hid (it counts as the engine's own, not llama.cpp's).
-        self.side: SideWork | None = None
+        # The time side work (engine.runtime.side: work done between launching a decode and reading
+        # its logits) took that no decode hid: it counts as the engine's own, not llama.cpp's.
         self.side_exposed_s = 0.0
         self._busy = BusyTimes()  # on a GPU, how long a decode keeps the device busy: side work's budget
         self.rewinds_replayed = 0  # rewinds past the snapshots, done by decoding the kept tokens again
@@ -212,22 +234,24 @@ class Context:
     def n_past(self) -> int:
         return len(self.tokens)
 
-    def decode(self, tokens: list[int], all_logits: bool) -> np.ndarray:
+    def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; return the logits rows as a view.
 
         With all_logits every row has logits (a verify pass), else only the last.
-        The returned array is valid until the next decode.
+        The returned array is valid until the next decode. `side` is the reply's side work:
+        what reads this context's rows in place runs before the decode overwrites them, and
+        the rest in the decode's gap (within what is left of it on a GPU).
         """
-        logits = self._decode(tokens, all_logits, read=True)
+        logits = self._decode(tokens, all_logits, read=True, side=side)
         assert logits is not None
         return logits
 
-    def feed(self, tokens: list[int]) -> None:
+    def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode tokens at the next positions without waiting for them: on a GPU the host goes on
         while the device computes, and this context's next decode follows on the device. The
         batch asks for its last row as `decode` does, so it has decode's shape (and reuses its
         graph); nothing reads that row unless `collect` does, and the next decode overwrites it."""
-        self._decode(tokens, all_logits=False, read=False)
+        self._decode(tokens, all_logits=False, read=False, side=side)
         self._unread, self.fed_at = len(tokens), time.perf_counter()
 
     @property
@@ -235,7 +259,7 @@ class Context:
         """Whether the latest decode was fed and its row is still to be collected."""
         return self._unread > 0
 
-    def collect(self) -> np.ndarray:
+    def collect(self, side: SideWork | None = None) -> np.ndarray:
         """The row of the latest fed batch, once the device has it: what `decode` would have returned
         for it (and `argmax`, where the device takes it). Valid until the next decode. Outside side
         work, side work runs first, in what is left of the fed batch's gap."""
@@ -244,15 +268,15 @@ class Context:
             raise RuntimeFailure("no fed batch to read")
         t0 = time.perf_counter()
         self.argmax = self.normalisers = None
-        logits, side_llama, exposed = self._read(1, m, self.fed_at, learn=False)
+        logits, side_llama, exposed = self._read(1, m, self.fed_at, False, side)
         took = time.perf_counter() - t0 - side_llama - exposed
         self.decode_s += took
         self.side_exposed_s += exposed
-        if self.side is not None and self.side.running:  # a side job's wait: its own context counts it
-            self.side.llama_s += took
+        if side is not None and side.running:  # a side job's wait: its own context counts it
+            side.llama_s += took
         return logits
 
-    def _decode(self, tokens: list[int], all_logits: bool, read: bool) -> np.ndarray | None:
+    def _decode(self, tokens: list[int], all_logits: bool, read: bool, side: SideWork | None) -> np.ndarray | None:
         n = len(tokens)
         if n == 0:
             raise ValueError("nothing to decode")
@@ -286,8 +310,8 @@ class Context:
             self._batch.n_tokens = m
             if keeper is not None:
                 keeper.aim(self.ptr, past + m - 1)
-            if self.side is not None:
-                self.side.run_reading(self)  # before this decode overwrites the logits they read
+            if side is not None:
+                side.run_reading(self)  # before this decode overwrites the logits they read
             if self._cancelled is not None and self._cancelled():
                 raise self._stopped()
             t0 = time.perf_counter()
@@ -302,11 +326,11 @@ class Context:
                     )
                 raise RuntimeFailure(f"llama.cpp failed to decode a batch of {m} tokens (code {rc}).")
             self.tokens.extend(chunk)
-            if not read and self.side is not None:  # a side job's decode: its own context counts it
-                self.side.llama_s += time.perf_counter() - t0
+            if not read and side is not None:  # a side job's decode: its own context counts it
+                side.llama_s += time.perf_counter() - t0
             exposed = side_llama = 0.0  # the side work's own time that no decode hid; its decodes' time
             if last_chunk and read:
-                logits, side_llama, exposed = self._read(m if all_logits else 1, m, time.perf_counter(), learn=True)
+                logits, side_llama, exposed = self._read(m if all_logits else 1, m, time.perf_counter(), True, side)
             self.decode_s += time.perf_counter() - t0 - side_llama - exposed
             self.side_exposed_s += exposed
             if self.observers.listening:
@@ -314,14 +338,16 @@ class Context:
             start += m
         return logits
 
-    def _read(self, rows: int, m: int, launched: float, learn: bool) -> tuple[np.ndarray, float, float]:
+    def _read(
+        self, rows: int, m: int, launched: float, learn: bool, side: SideWork | None
+    ) -> tuple[np.ndarray, float, float]:
         """A batch of m launched at `launched`: side work in its gap (on a GPU, within what is left of
         the time such a batch keeps the device busy), then its last `rows` rows, which waits for the
         device. Returns them, the side work's own time inside llama.cpp, and the side work's time
         that the device did not hide. With `learn`, the wait teaches the busy time (a batch read
         right after its launch)."""
         exposed = side_llama = 0.0
-        on_gpu, side = self.options.on_gpu, self.side
+        on_gpu = self.options.on_gpu
         if side is not None and not side.running:
             g0 = time.perf_counter()
             budget = self._busy.budget(m) if on_gpu else None

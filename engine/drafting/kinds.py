@@ -1,0 +1,175 @@
+"""The one table of drafter kinds: each kind's name, its words, what it reads of the target, and its loader.
+
+As llama.cpp's `common_speculative_type` with its one from-name/to-string pair: every place that
+names a kind (the loader, discovery, the pairing doctor, the ruler, the server, the app's
+status bar and verdicts) asks this table. A new kind is one entry here and one module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.depth import MAX_DEPTH
+from engine.drafting.base import Drafter
+from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND, DflashDrafter
+from engine.drafting.eagle3 import Eagle3Drafter
+from engine.drafting.model import ModelDrafter
+from engine.drafting.mtp import ASSISTANT_ARCHITECTURES, ASSISTANT_KIND, HEADS_KIND, MtpDrafter
+from engine.drafting.ngram import NgramDrafter
+from engine.errors import IncompatibleDrafter
+from engine.runtime import Context, Model, RuntimeOptions
+from engine.runtime.gguf import GGUFInfo, read_gguf
+
+# (the target's context, the drafter's own file loaded or None, the options, the deepest draft)
+Loader = Callable[[Context, Model | None, RuntimeOptions, int], Drafter]
+
+
+@dataclass(frozen=True)
+class DrafterKind:
+    """One kind of drafter."""
+
+    name: str  # what the command line, the server, profiles and events call it
+    label: str  # the status bar's words: "n-grams", "the target's MTP head"
+    words: str  # what it is, in the pairing doctor's sentence: "The drafter is {words}."
+    reads: str = ""  # what it reads of the target, in a sentence; "" for one that reads nothing
+    spec_type: str | None = None  # stock llama.cpp's --spec-type for it, where llama.cpp has it
+    keyword: bool = False  # named by its name alone (no file): "none", "ngram", "mtp"
+    load: Loader | None = None  # None: no drafter at all ("none")
+
+    @property
+    def reads_target(self) -> bool:
+        """Whether it reads the target's insides (hidden states, layers, memory): made for one target."""
+        return bool(self.reads)
+
+
+def _model(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+    return ModelDrafter(model, options, max_depth=depth)
+
+
+def _ngram(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+    return NgramDrafter()
+
+
+def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+    return MtpDrafter(target, max_depth=depth, sidecar=model)  # the target's own file where `model` is None
+
+
+def _dflash(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+    return DflashDrafter(model, target, max_depth=depth)
+
+
+def _eagle3(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+    return Eagle3Drafter(model, target, max_depth=depth)
+
+
+NONE = DrafterKind("none", "no drafter", "no drafter: every token is a plain target pass", keyword=True)
+MODEL = DrafterKind(
+    ModelDrafter.kind, "a draft model", "a draft model of its own", spec_type="draft-simple", load=_model
+)
+NGRAM = DrafterKind(
+    NgramDrafter.kind,
+    "n-grams",
+    "an n-gram table of the conversation's own tokens (no model)",
+    keyword=True,
+    load=_ngram,
+)
+MTP = DrafterKind(
+    HEADS_KIND,
+    "the target's MTP head",
+    "the target's multi-token-prediction heads",
+    reads="The target's own MTP heads, in a file of their own: they read its hidden states.",
+    spec_type="draft-mtp",
+    keyword=True,
+    load=_heads,
+)
+ASSISTANT = DrafterKind(
+    ASSISTANT_KIND,
+    "Gemma 4's assistant",
+    "a Gemma 4 assistant model, which reads the target's hidden state",
+    reads="Gemma 4's assistant model: it reads the target's hidden state and attends to its memory.",
+    spec_type="draft-mtp",
+    load=_heads,
+)
+DFLASH = DrafterKind(
+    DFLASH_KIND,
+    "DFlash",
+    "a DFlash drafter, which reads the target's layers",
+    reads="A DFlash drafter: a block of drafts in one pass, from the target's layers.",
+    spec_type="draft-dflash",
+    load=_dflash,
+)
+DSPARK = DrafterKind(
+    DSPARK_KIND,
+    "DSpark",
+    "a DSpark drafter, which reads the target's layers",
+    reads="A DSpark drafter (DFlash with a Markov head): a block of drafts from the target's layers.",
+    spec_type="draft-dspark",
+    load=_dflash,
+)
+EAGLE3 = DrafterKind(
+    Eagle3Drafter.kind,
+    "EAGLE-3",
+    "an EAGLE-3 drafter, which reads three of the target's layers",
+    reads="An EAGLE-3 drafter: it reads three of the target's layers.",
+    spec_type="draft-eagle3",
+    load=_eagle3,
+)
+
+DFLASH_ARCHITECTURES = frozenset({"dflash"})  # GGUF architectures of each kind's files
+EAGLE3_ARCHITECTURES = frozenset({"eagle3"})
+KINDS: dict[str, DrafterKind] = {k.name: k for k in (NONE, MODEL, NGRAM, MTP, ASSISTANT, DFLASH, DSPARK, EAGLE3)}
+KEYWORDS = tuple(k.name for k in KINDS.values() if k.keyword)  # the kinds a spec names without a file
+AUTO_SPEC = "auto"  # a spec that names no kind: find a drafter for the target (engine.models.discover)
+
+
+def kind_named(name: str) -> DrafterKind | None:
+    """The kind called `name`, or None."""
+    return KINDS.get(name)
+
+
+def label(name: str) -> str:
+    """The status bar's words for a kind (the name itself for one this table does not know)."""
+    kind = KINDS.get(name)
+    return kind.label if kind is not None else name
+
+
+def heads_alone(info: GGUFInfo) -> bool:
+    """A file of multi-token-prediction heads without a model's layers (as llama.cpp tells them apart)."""
+    return bool(info.nextn_layers) and "blk.0.attn_norm.weight" not in info.tensor_names
+
+
+def kind_of_file(side: GGUFInfo, target_architecture: str) -> DrafterKind:
+    """The kind of drafter a GGUF file is, from its header, for a target of `target_architecture`."""
+    arch = side.architecture
+    if arch in DFLASH_ARCHITECTURES:
+        return DSPARK if "markov_w1.weight" in side.tensor_names else DFLASH
+    if arch in EAGLE3_ARCHITECTURES:
+        return EAGLE3
+    if arch in ASSISTANT_ARCHITECTURES:
+        return ASSISTANT
+    if heads_alone(side) and arch == target_architecture:
+        return MTP
+    return MODEL
+
+
+def kind_of_spec(target_path: str | Path, spec: str | Path) -> DrafterKind:
+    """The kind a drafter spec names for this target: a keyword's own, else its file's (headers alone)."""
+    keyword = KINDS.get(str(spec))
+    if keyword is not None and keyword.keyword:
+        return keyword
+    side = read_gguf(Path(spec))
+    target_architecture = read_gguf(Path(target_path)).architecture if heads_alone(side) else ""
+    return kind_of_file(side, target_architecture)
+
+
+def load(
+    kind: DrafterKind, target: Context, model: Model | None, options: RuntimeOptions, max_depth: int = MAX_DEPTH
+) -> Drafter | None:
+    """The drafter of `kind` on the target's context (and `model`, its own file, where it has one)."""
+    if kind.load is None:
+        return None
+    if kind.reads_target and kind is not MTP and model is None:
+        raise IncompatibleDrafter(f"{kind.words.capitalize()} comes in a file of its own: name the file.")
+    return kind.load(target, model, options, max_depth)
