@@ -1,22 +1,21 @@
 """The engine on its own thread: a worker QObject moved to a QThread.
 
 Requests arrive as queued signals; results leave as signals, events in batches. Nothing
-here touches a widget. Stop sets a flag the engine checks between rounds.
+here touches a widget. A load (or an attach) and a reply each run as a Job (app/jobs.py),
+which turns what ends them into a sentence. Stop sets a flag the engine checks between rounds.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.jobs import Job, ProgressReport
 from engine import (
     AutoDepth,
-    Cancelled,
     ConnectionLost,
     DraftlightError,
     Endpoint,
@@ -131,9 +130,17 @@ class EngineWorker(QObject):
         self.remote: Remote | None = None  # while set, replies come from it, not from `engine`
         self.target_spec = ""
         self.drafter_spec = ""
-        self._cancel = threading.Event()
-        self._last_progress = 0.0
         self.closing = False  # set before shutdown is queued: requests still queued do nothing
+        # Children, so they move to the engine thread with this worker; its slots run them there.
+        self.loading = Job("Loading failed", parent=self)
+        self.loading.yielded.connect(self._load_progress)
+        self.loading.returned.connect(self.loaded)
+        self.loading.errored.connect(self.load_failed)  # what ran before keeps running
+        # The engine ends a stopped reply itself, its stats the last event: never cut off between batches.
+        self.replying = Job("The engine failed", stops_itself=True, parent=self)
+        self.replying.yielded.connect(self._pass_on)
+        self.replying.errored.connect(self.reply_failed)
+        self.replying.aborted.connect(self.reply_stopped)
 
     def missing(self) -> str:
         """Why there is no engine on this machine to run a tool with, in a sentence."""
@@ -152,43 +159,38 @@ class EngineWorker(QObject):
         should poll `cancelled`, which engine.stream is handed; closing waits a bounded time
         for it (app/enginethread.py).
         """
-        self._cancel.set()
+        self.replying.cancel()
 
     def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    def _progress(self, done: int, total: int, label: str) -> None:
-        now = time.monotonic()
-        if done >= total or now - self._last_progress > 0.1:
-            self._last_progress = now
-            self.load_progress.emit(done, total, label)
+        return self.replying.cancelled()
 
     @Slot(object)
     def load(self, request: LoadRequest) -> None:
         """Load a pair; on failure keep what was loaded before and say why."""
-        self._loading(self._load, request)
+        self._holding_the_engine(self.loading, self._load, request)
 
     @Slot(object)
     def attach(self, request: AttachRequest) -> None:
         """Reply from the engine at an address; this machine's models are freed once it answers."""
-        self._loading(self._attach, request)
+        self._holding_the_engine(self.loading, self._attach, request)
 
-    def _loading(self, work, request) -> None:
-        """A load or an attach: busy meanwhile; a failure keeps what ran before and says why."""
+    @Slot(object)
+    def generate(self, request: ReplyRequest) -> None:
+        """Stream one reply; events leave in batches, the last batch ends with RunStats."""
+        self._holding_the_engine(self.replying, self._reply, request)
+
+    def _holding_the_engine(self, job: Job, work: Callable, request: object) -> None:
+        """Busy while the job runs; requests still queued when the window closes do nothing."""
         if self.closing:
             return
         self.busy_changed.emit(True)
-        try:
-            work(request)
-        except DraftlightError as exc:
-            self.load_failed.emit(str(exc))
-        except Exception as exc:  # the app must survive anything a model file or a server does
-            self.load_failed.emit(f"Loading failed: {exc}")
-            traceback.print_exc()
-        finally:
-            self.busy_changed.emit(False)
+        job.run(work, request)  # never raises: what ended it leaves as the job's signals
+        self.busy_changed.emit(False)
 
-    def _attach(self, request: AttachRequest) -> None:
+    def _load_progress(self, report: ProgressReport) -> None:
+        self.load_progress.emit(report.done, report.total, report.label)
+
+    def _attach(self, request: AttachRequest) -> PairInfo:
         self.load_progress.emit(0, 1, f"connecting to {request.url}")
         try:
             remote = attach_remote(Endpoint(request.url, request.token or None))
@@ -200,13 +202,11 @@ class EngineWorker(QObject):
             self.engine, self.target_spec, self.drafter_spec = None, "", ""
         info = remote.info
         kind = "remote" if info.drafter or info.kind != "draftlight" else "none"
-        self.loaded.emit(
-            PairInfo(target="", target_name=info.model, drafter="", drafter_name=info.drafter or "the server's own",
-                     drafter_kind=kind, verdict=remote_verdict(info),
-                     compatible=True, mode="remote", remote=info, remote_thermal=remote.read_thermal)
-        )  # fmt: skip
+        return PairInfo(target="", target_name=info.model, drafter="", drafter_name=info.drafter or "the server's own",
+                        drafter_kind=kind, verdict=remote_verdict(info),
+                        compatible=True, mode="remote", remote=info, remote_thermal=remote.read_thermal)  # fmt: skip
 
-    def _load(self, request: LoadRequest) -> None:
+    def _load(self, request: LoadRequest) -> PairInfo:
         notice = ""
         if self.remote is not None:  # back to this machine's engine
             self.remote = None
@@ -217,17 +217,21 @@ class EngineWorker(QObject):
         if not same_target:
             # No download here: fetching a missing default model is the first-run dialog's offer.
             target_spec = catalog.DEFAULT_TARGET if request.target == "default" else request.target
-            path = catalog.resolve(target_spec, self._progress, download=False)
+            path = catalog.resolve(target_spec, self.loading.progress, download=False)
             reason = plain_reason_for(path, request.drafter, request.options) if request.auto else ""
             if request.go_plain and reason:
-                self._load_plain(request, path, reason)
-                return
+                return self._load_plain(request, path, reason)
             target = Model(path, request.options)  # raises before the old engine is touched
             old = self.engine
             engine = Engine(target, None, request.options)
             try:
                 drafter, verdict = load_drafter(
-                    target, request.drafter, request.options, self._progress, download=False, target_ctx=engine.ctx
+                    target,
+                    request.drafter,
+                    request.options,
+                    self.loading.progress,
+                    download=False,
+                    target_ctx=engine.ctx,
                 )
                 drafter_spec = request.drafter
             except DraftlightError as exc:
@@ -242,23 +246,23 @@ class EngineWorker(QObject):
                 self.engine.target,
                 request.drafter,
                 request.options,
-                self._progress,
+                self.loading.progress,
                 download=False,
                 target_ctx=self.engine.ctx,
             )
             self.engine.set_drafter(drafter, verdict)
             self.drafter_spec = request.drafter
         self.engine.go_plain = request.go_plain
-        self.loaded.emit(self._info(notice))
+        return self._info(notice)
 
-    def _load_plain(self, request: LoadRequest, path, reason: str) -> None:
+    def _load_plain(self, request: LoadRequest, path, reason: str) -> PairInfo:
         """The target alone on the fastest plain settings: the pair's profile says drafts cannot pay here."""
         engine = Engine.plain(path, request.options, reason)
         old, self.engine = self.engine, engine
         self.target_spec, self.drafter_spec = request.target, request.drafter  # the picker keeps the choice
         if old is not None:
             old.close()
-        self.loaded.emit(self._info())
+        return self._info()
 
     def _info(self, notice: str = "") -> PairInfo:
         engine = self.engine
@@ -292,47 +296,49 @@ class EngineWorker(QObject):
             plain=bool(engine.plain_reason),
         )
 
-    @Slot(object)
-    def generate(self, request: ReplyRequest) -> None:
-        """Stream one reply; events leave in batches, the last batch ends with RunStats."""
-        if self.closing:
-            return
-        self._cancel.clear()
-        self.busy_changed.emit(True)
-        batch: list = []
-        last_emit = time.perf_counter()
+    def _reply(self, request: ReplyRequest) -> Iterator[list | AutoStatus]:
+        """One reply's events in batches; a lost server is said apart from other failures: worth a retry."""
         try:
             if self.remote is not None:
                 events, auto = self.remote.stream(request.messages, request.config, request.thinking, self.cancelled), None  # fmt: skip
             else:
                 events, auto = self._local_events(request)
+            yield from self._batches(events, auto)
+        except (ConnectionLost, Unreachable) as exc:
+            self.connection_lost.emit(str(exc))
+
+    def _batches(self, events: Iterator, auto: AutoDepth | None) -> Iterator[list | AutoStatus]:
+        """A batch ends with a round (its tokens travel with it), or with a token whose server
+        reports no rounds; at most 10 a second, the last with the stats. Auto's status follows each."""
+        batch: list = []
+        last_emit = time.perf_counter()
+        try:
             for event in events:
                 batch.append(event)
-                # A batch ends with a round (its tokens travel with it), or with a token whose
-                # server reports no rounds; at most 10 a second, the last with the stats.
                 ends_unit = isinstance(event, RoundEvent | RunStats) or (
                     isinstance(event, TokenEvent) and event.kind is TokenKind.UNREPORTED
                 )
                 if ends_unit:
                     now = time.perf_counter()
                     if isinstance(event, RunStats) or now - last_emit >= BATCH_S:
-                        self.events.emit(batch)
+                        yield batch
                         batch, last_emit = [], now
                         if auto is not None:
-                            self.auto_status.emit(self._status(auto))
-        except Exception as exc:  # the app must survive anything the engine or a server does
-            if batch:
-                self.events.emit(batch)
-            self._reply_ended_by(exc)
-        finally:
-            self.busy_changed.emit(False)
+                            yield self._status(auto)
+        except Exception:
+            if batch:  # what arrived before the failure is kept
+                yield batch
+            raise
+
+    def _pass_on(self, value: list | AutoStatus) -> None:
+        (self.auto_status if isinstance(value, AutoStatus) else self.events).emit(value)
 
     def _local_events(self, request: ReplyRequest):
         """This machine's engine on the request: its events, and Auto's policy where Auto chooses."""
         if self.engine is None:
             raise DraftlightError("No model is loaded yet.")
         engine = self.engine
-        rendered = engine.render(list(request.messages), request.thinking, cancelled=self._cancel.is_set)
+        rendered = engine.render(list(request.messages), request.thinking, cancelled=self.cancelled)
         prompt = engine.tokenize_prompt(rendered)
         config = request.config
         was_plain = bool(engine.plain_reason)
@@ -342,18 +348,6 @@ class EngineWorker(QObject):
             self.loaded.emit(self._info())
         auto = policy if isinstance(policy, AutoDepth) else None
         return engine.stream(prompt, config, self.cancelled), auto
-
-    def _reply_ended_by(self, exc: Exception) -> None:
-        """The signal for what ended a reply early: a Stop, a lost server, or a failure in words."""
-        if isinstance(exc, Cancelled):
-            self.reply_stopped.emit()
-        elif isinstance(exc, ConnectionLost | Unreachable):
-            self.connection_lost.emit(str(exc))
-        elif isinstance(exc, DraftlightError):
-            self.reply_failed.emit(str(exc))
-        else:
-            self.reply_failed.emit(f"The engine failed: {exc}")
-            traceback.print_exc()
 
     def _tuning(self, message: str) -> None:
         self.load_progress.emit(0, 1, f"tuning to this machine: {message}")
