@@ -6,13 +6,16 @@ they differ, the first differing token is marked and the batch-invariance probe 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
+from app.jobs import Job
 from app.transcript import TranscriptView
+from app.worker import EngineWorker
 from engine import MAX_DEPTH, DraftlightError, GenerationConfig, Message, RunStats, TokenEvent
 
 COMPARE_TOKENS = 96
@@ -40,49 +43,29 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-class CompareWorker(QObject):
-    done = Signal(object)  # Comparison
-    failed = Signal(str)
-
-    def __init__(self, chat_worker) -> None:
-        super().__init__()
-        self.chat_worker = chat_worker
-
-    @Slot(str, int)
-    def run(self, prompt: str, depth: int) -> None:
-        import time
-
-        engine = self.chat_worker.engine
-        if engine is None:
-            self.failed.emit(self.chat_worker.missing())
-            return
-        try:
-            ids = engine.prompt_ids([Message("user", prompt)])
-            sides = []
-            for d in (0, depth):
-                engine.forget()  # each side prefills the whole prompt: like with like
-                t0 = time.perf_counter()
-                events = list(engine.stream(ids, GenerationConfig(max_tokens=COMPARE_TOKENS, depth=d)))
-                sides.append(
-                    Side([e for e in events if isinstance(e, TokenEvent)], events[-1], time.perf_counter() - t0)
-                )
-            diff = first_difference([t.token_id for t in sides[0].tokens], [t.token_id for t in sides[1].tokens])
-            explanation = "The two texts are identical, token for token: speculation changed the speed, not the words."
-            if diff is not None:
-                probe = engine.probe_batch_invariance(ids)
-                explanation = (
-                    f"The texts part at token {diff + 1}. Batch-invariance probe on this machine: {probe.describe()}"
-                )
-                if probe.invariant:
-                    explanation += " The kernels are invariant, so this difference is a bug: please report it."
-            self.done.emit(Comparison(sides[0], sides[1], diff, explanation))
-        except DraftlightError as exc:
-            self.failed.emit(str(exc))
+def compare_sides(chat_worker: EngineWorker, prompt: str, depth: int) -> Comparison:
+    """The prompt with speculation off, then at `depth`: a job on the chat's engine thread."""
+    engine = chat_worker.engine
+    if engine is None:
+        raise DraftlightError(chat_worker.missing())
+    ids = engine.prompt_ids([Message("user", prompt)])
+    sides = []
+    for d in (0, depth):
+        engine.forget()  # each side prefills the whole prompt: like with like
+        t0 = time.perf_counter()
+        events = list(engine.stream(ids, GenerationConfig(max_tokens=COMPARE_TOKENS, depth=d)))
+        sides.append(Side([e for e in events if isinstance(e, TokenEvent)], events[-1], time.perf_counter() - t0))
+    diff = first_difference([t.token_id for t in sides[0].tokens], [t.token_id for t in sides[1].tokens])
+    explanation = "The two texts are identical, token for token: speculation changed the speed, not the words."
+    if diff is not None:
+        probe = engine.probe_batch_invariance(ids)
+        explanation = f"The texts part at token {diff + 1}. Batch-invariance probe on this machine: {probe.describe()}"
+        if probe.invariant:
+            explanation += " The kernels are invariant, so this difference is a bug: please report it."
+    return Comparison(sides[0], sides[1], diff, explanation)
 
 
 class ComparePanel(QWidget):
-    request = Signal(str, int)
-
     def __init__(self, main_window=None, parent=None) -> None:
         super().__init__(parent)
         self.main_window = main_window
@@ -111,24 +94,29 @@ class ComparePanel(QWidget):
         self.verdict.setWordWrap(True)
         layout.addWidget(self.verdict)
         self.run_button.clicked.connect(self.run)
+        self.job = Job("The comparison failed")
         if main_window is not None:
-            self.worker = CompareWorker(main_window.worker)
-            self.worker.moveToThread(main_window.thread)
-            self.request.connect(self.worker.run)
-            self.worker.done.connect(self.show_result)
-            self.worker.failed.connect(self.verdict.setText)
+            self.job.moveToThread(main_window.thread)  # queued behind the chat, never beside it
+        self.job.returned.connect(self.show_result)
+        self.job.errored.connect(self.verdict.setText)
+        self.job.finished.connect(self._ended)
 
     def run(self) -> None:
-        if self.main_window is not None and self.main_window.streaming:
+        if self.main_window is None:
+            self.verdict.setText("Comparing needs the models: open teaching mode from the chat window.")
+            return
+        if self.main_window.streaming:
             self.verdict.setText("The chat is streaming a reply; compare once it has finished.")
             return
         self.run_button.setEnabled(False)
         self.verdict.setText("Running with speculation off, then on…")
-        self.request.emit(self.prompt.text(), self.depth.value())
+        self.job.start(compare_sides, self.main_window.worker, self.prompt.text(), self.depth.value())
+
+    def _ended(self) -> None:
+        self.run_button.setEnabled(True)  # after a failure too: the prompt can be changed and run again
 
     def show_result(self, result: Comparison) -> None:
         self.result = result
-        self.run_button.setEnabled(True)
         for view, label, side, name in (
             (self.off_view, self.off_label, result.off, "Speculation off"),
             (self.on_view, self.on_label, result.on, f"Speculation on (depth {result.on.stats.depth})"),

@@ -1,21 +1,19 @@
 """First run without models: download the default pair, or choose two GGUF files.
 
-The window opens this dialog when its first load finds no model. A download runs on its
-own thread (a worker QObject moved to a QThread, like the engine's), reports progress
-through signals and stops at the next chunk when asked. An interrupted download resumes
-where it stopped: huggingface_hub keeps the partial file in its cache and continues it on
-the next try. engine.catalog checks every file against its SHA-256 before it is used.
-Files go to the user's cache folders, never inside the app bundle.
+The window opens this dialog when its first load finds no model. A download is a Job
+(app/jobs.py) on a thread of its own: it reports progress through signals and stops at
+the next chunk when asked. An interrupted download resumes where it stopped:
+huggingface_hub keeps the partial file in its cache and continues it on the next try.
+engine.catalog checks every file against its SHA-256 before it is used. Files go to the
+user's cache folders, never inside the app bundle.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QThread, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
@@ -28,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.jobs import Job, ProgressReport, end_thread, own_thread
 from app.worker import LoadRequest
 from engine import CatalogModel, Progress, catalog
 
@@ -54,47 +53,10 @@ def is_missing_model(message: str) -> bool:
     return any(message.startswith(f"{m.title} is not available") for m in catalog.CATALOG.values())
 
 
-class Cancelled(Exception):
-    """Raised inside the download, from its progress callback, to stop it."""
-
-
-class DownloadWorker(QObject):
-    """Fetches the default pair on its thread; results and progress leave as signals."""
-
-    progress = Signal(object, object, str)  # bytes done, bytes total, what; object: sizes pass 2 GB
-    fetched = Signal(object, object)  # target path, drafter path
-    failed = Signal(str, bool)  # message, whether the user stopped it
-
-    def __init__(self, download: Download) -> None:
-        super().__init__()
-        self.download = download
-        self._cancel = threading.Event()
-        self._last = 0.0
-        self._label = ""
-
-    def cancel(self) -> None:
-        """Called from the GUI thread: the download stops at its next progress report."""
-        self._cancel.set()
-
-    def _report(self, done: int, total: int, label: str) -> None:
-        if self._cancel.is_set():
-            raise Cancelled
-        now = time.monotonic()
-        if done >= total or label != self._label or now - self._last > 0.1:
-            self._last, self._label = now, label
-            self.progress.emit(done, total, label)
-
-    @Slot()
-    def run(self) -> None:
-        try:
-            paths = [self.download(model, self._report) for model in PAIR]
-        except Exception as exc:  # a DraftlightError says what to do; anything else is shown too
-            if self._cancel.is_set():
-                self.failed.emit("Download stopped. It resumes where it left off next time.", True)
-            else:
-                self.failed.emit(str(exc), False)
-            return
-        self.fetched.emit(*paths)
+def fetch_pair(download: Download, progress: Progress) -> tuple[Path, Path]:
+    """The default pair's local paths, each downloaded where it is missing: a job on its own thread."""
+    target, drafter = (Path(download(model, progress)) for model in PAIR)
+    return target, drafter
 
 
 class FirstRunDialog(QDialog):
@@ -117,7 +79,7 @@ class FirstRunDialog(QDialog):
         self.request: LoadRequest | None = None
         self.downloaded: tuple[Path, Path] | None = None
         self.download_thread: QThread | None = None
-        self.worker: DownloadWorker | None = None
+        self.job: Job | None = None
 
         target, drafter = PAIR
         total_gb = (target.size + drafter.size) / 1e9
@@ -185,46 +147,51 @@ class FirstRunDialog(QDialog):
     def start_download(self) -> None:
         if self.downloading:
             return
-        self.download_thread = QThread(self)
-        self.download_thread.setObjectName("first-run download")
-        self.worker = DownloadWorker(self.download)
-        self.worker.moveToThread(self.download_thread)
-        self.download_thread.started.connect(self.worker.run)
-        self.worker.progress.connect(self._progress)
-        self.worker.fetched.connect(self._fetched)
-        self.worker.failed.connect(self._failed)
-        self.worker.fetched.connect(self.download_thread.quit)
-        self.worker.failed.connect(self.download_thread.quit)
+        self.job = Job("Something unexpected stopped it")  # after "The download failed: "
+        self.job.yielded.connect(self._progress)
+        self.job.returned.connect(self._fetched)
+        self.job.errored.connect(self._failed)
+        self.job.aborted.connect(self._stopped)
         self._set_busy(True)
         self.status.setText("Starting the download…")
         self.progress.setValue(0)
         self.progress.show()
-        self.download_thread.start()
+        # A thread for each download, ended with it: nothing runs on after the dialog.
+        self.download_thread = own_thread(self.job, self, "first-run download")
+        self.job.finished.connect(self.download_thread.quit)
+        self.job.start(fetch_pair, self.download, self.job.progress)
 
     def stop_download(self) -> None:
-        if self.worker is not None and self.downloading:
-            self.worker.cancel()
+        if self.job is not None and self.downloading:
+            self.job.cancel()
             self.status.setText("Stopping after the current chunk…")
             self.stop_button.setEnabled(False)
 
-    def _progress(self, done: int, total: int, label: str) -> None:
+    def _progress(self, report: ProgressReport) -> None:
+        done, total, label = report.done, report.total, report.label
         self.progress.setValue(int(1000 * done / max(total, 1)))
         self.progress.setFormat("%p%")
         self.status.setText(f"{label[:1].upper()}{label[1:]}: {done / 1e6:,.0f} of {total / 1e6:,.0f} MB")
 
-    def _fetched(self, target: Path, drafter: Path) -> None:
-        self.downloaded = (Path(target), Path(drafter))
+    def _fetched(self, paths: tuple[Path, Path]) -> None:
+        self.downloaded = paths
         self.progress.setValue(1000)
         self.status.setText("Both models are here and checked. Loading them…")
         # The catalog's own names: the side panel shows "(default)" and a later start finds
         # the files again through engine.catalog, wherever its cache put them.
         self._choose(LoadRequest("default", "default"))
 
-    def _failed(self, message: str, stopped: bool) -> None:
+    def _failed(self, message: str) -> None:
         self._set_busy(False)
-        self.progress.setVisible(stopped)  # a stopped download shows how far it got
-        self.status.setText(message if stopped else f"The download failed: {message}")
-        self.download_button.setText("Resume the download" if stopped else "Try the download again")
+        self.progress.hide()
+        self.status.setText(f"The download failed: {message}")
+        self.download_button.setText("Try the download again")
+
+    def _stopped(self) -> None:
+        self._set_busy(False)
+        self.progress.show()  # how far it got
+        self.status.setText("Download stopped. It resumes where it left off next time.")
+        self.download_button.setText("Resume the download")
 
     def _set_busy(self, busy: bool) -> None:
         """While downloading, the one thing to press is Stop."""
@@ -259,6 +226,5 @@ class FirstRunDialog(QDialog):
         super().reject()
 
     def _stop_for_exit(self) -> None:
-        if self.worker is not None and self.downloading:
-            self.worker.cancel()
-            self.download_thread.wait(10_000)
+        if self.job is not None and self.downloading:
+            end_thread(self.job, self.download_thread, 10_000)

@@ -9,11 +9,11 @@ window's engine thread, so the lab and the chat never run at once.
 
 from __future__ import annotations
 
-import threading
-import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, QSortFilterProxyModel, Qt, Signal, Slot
+from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.jobs import Job, ProgressReport
 from app.labresults import (  # noqa: F401  (re-exported: the lab's public names)
     DEFAULT_DEPTHS,
     Column,
@@ -40,7 +41,18 @@ from app.labresults import (  # noqa: F401  (re-exported: the lab's public names
     load_prompts,
     parse_prompts,
 )
-from engine import MAX_DEPTH, BoxProfile, DraftlightError, FinishReason, GenerationConfig, Message, RoundEvent, RunStats
+from app.worker import EngineWorker
+from engine import (
+    MAX_DEPTH,
+    BoxProfile,
+    Cancelled,
+    DraftlightError,
+    FinishReason,
+    GenerationConfig,
+    Message,
+    RoundEvent,
+    RunStats,
+)
 
 SORT_ROLE = Qt.ItemDataRole.UserRole
 OFFERED_DEPTHS = tuple(range(MAX_DEPTH + 1))
@@ -50,66 +62,40 @@ NO_PROFILE = (
 )
 
 
-class LabWorker(QObject):
-    """Runs a LabRequest on the engine thread; cancel() is the only call from elsewhere."""
+@dataclass(frozen=True)
+class LabBasis:
+    """What the best depth is predicted from: the pair's saved box profile, or None (the measured fastest)."""
 
-    costs_found = Signal(object)  # the pair's BoxProfile, or None
-    progress = Signal(int, int, str)  # runs done, runs in all, "prompt i of n, depth k"
-    run_done = Signal(object)  # LabRun
-    failed = Signal(str)
-    finished = Signal(bool)  # True when cancelled
+    profile: BoxProfile | None
 
-    def __init__(self, engine_worker) -> None:
-        super().__init__()
-        self.engine_worker = engine_worker  # the window's EngineWorker, on this same thread
-        self.cancelled = threading.Event()
 
-    def cancel(self) -> None:
-        self.cancelled.set()
-
-    @Slot(object)
-    def run(self, request: LabRequest) -> None:
-        stopped = False
-        try:
-            stopped = self._run(request)
-        except DraftlightError as exc:
-            self.failed.emit(str(exc))
-        except Exception as exc:  # the app must survive anything a run does
-            self.failed.emit(f"The lab failed: {exc}")
-            traceback.print_exc()
-        finally:
-            self.finished.emit(stopped)
-
-    def _run(self, request: LabRequest) -> bool:
-        engine = self.engine_worker.engine
-        if engine is None:
-            raise DraftlightError(self.engine_worker.missing())
-        if engine.drafter is None and any(request.depths):
-            raise DraftlightError("No drafter is loaded: choose one in the side panel, or run depth 0 only.")
-        self.costs_found.emit(engine.saved_profile())
-        n, total = len(request.prompts), len(request.prompts) * len(request.depths)
-        done = 0
-        for i, prompt in enumerate(request.prompts):
-            ids = engine.prompt_ids([Message("user", prompt.text)])
-            for depth in request.depths:
-                if self.cancelled.is_set():
-                    return True
-                self.progress.emit(done, total, f"prompt {i + 1} of {n}, depth {depth}")
-                config = GenerationConfig(
-                    max_tokens=request.max_tokens, depth=depth, ignore_eog=True, probabilities=False
-                )
-                rounds, stats = [], None
-                for event in engine.stream(ids, config, self.cancelled.is_set):
-                    if isinstance(event, RoundEvent) and not event.from_prefill:
-                        rounds.append((event.drafted, event.accepted))
-                    elif isinstance(event, RunStats):
-                        stats = event
-                if stats is None or stats.finish_reason is FinishReason.CANCELLED:
-                    return True  # a run cut short measures nothing: it is dropped
-                self.run_done.emit(LabRun(i, prompt, depth, stats, tuple(rounds)))
-                done += 1
-        self.progress.emit(total, total, "done")
-        return False
+def lab_runs(engine_worker: EngineWorker, request: LabRequest, cancelled: Callable[[], bool]) -> Iterator[object]:
+    """A lab request as a job on the engine thread (the engine_worker's own): yields the LabBasis,
+    then a ProgressReport before each run and each LabRun as it completes."""
+    engine = engine_worker.engine
+    if engine is None:
+        raise DraftlightError(engine_worker.missing())
+    if engine.drafter is None and any(request.depths):
+        raise DraftlightError("No drafter is loaded: choose one in the side panel, or run depth 0 only.")
+    yield LabBasis(engine.saved_profile())
+    n, total = len(request.prompts), len(request.prompts) * len(request.depths)
+    done = 0
+    for i, prompt in enumerate(request.prompts):
+        ids = engine.prompt_ids([Message("user", prompt.text)])
+        for depth in request.depths:
+            yield ProgressReport(done, total, f"prompt {i + 1} of {n}, depth {depth}")
+            config = GenerationConfig(max_tokens=request.max_tokens, depth=depth, ignore_eog=True, probabilities=False)
+            rounds, stats = [], None
+            for event in engine.stream(ids, config, cancelled):
+                if isinstance(event, RoundEvent) and not event.from_prefill:
+                    rounds.append((event.drafted, event.accepted))
+                elif isinstance(event, RunStats):
+                    stats = event
+            if stats is None or stats.finish_reason is FinishReason.CANCELLED:
+                raise Cancelled("Cancelled mid-run.")  # a run cut short measures nothing: it is dropped
+            yield LabRun(i, prompt, depth, stats, tuple(rounds))
+            done += 1
+    yield ProgressReport(total, total, "done")
 
 
 # ---- the table --------------------------------------------------------------------------
@@ -188,7 +174,6 @@ class _NumericSort(QSortFilterProxyModel):
 class PromptLab(QWidget):
     """Paste or load prompts, choose depths and a token count, run, sort, export."""
 
-    request_run = Signal(object)  # LabRequest, to the LabWorker on the engine thread
     running_changed = Signal(bool)
 
     def __init__(self, main_window) -> None:
@@ -260,14 +245,12 @@ class PromptLab(QWidget):
         layout.addWidget(self.table, 1)
         layout.addLayout(exports)
 
-        self.worker = LabWorker(main_window.worker)
-        self.worker.moveToThread(main_window.thread)  # queued behind the chat, never beside it
-        self.request_run.connect(self.worker.run)
-        self.worker.costs_found.connect(self._costs_found)
-        self.worker.progress.connect(self._progress)
-        self.worker.run_done.connect(self.model.add)
-        self.worker.failed.connect(self.status.setText)
-        self.worker.finished.connect(self._finished)
+        self.job = Job("The lab failed")
+        self.job.moveToThread(main_window.thread)  # queued behind the chat, never beside it
+        self.job.yielded.connect(self._yielded)
+        self.job.errored.connect(self.status.setText)
+        self.job.aborted.connect(self._cancelled)
+        self.job.finished.connect(self._finished)
         self.load_button.clicked.connect(self.load_dialog)
         self.start_button.clicked.connect(self.start)
         self.cancel_button.clicked.connect(self.cancel)
@@ -301,17 +284,16 @@ class PromptLab(QWidget):
             return False
         request = LabRequest(tuple(prompts), self.depths(), self.max_tokens.value())
         self.model.begin(request)
-        self.worker.cancelled.clear()
         self._set_running(True)
         self.status.setText("")
         self.progress.setRange(0, len(prompts) * len(request.depths))
         self.progress.setValue(0)
-        self.request_run.emit(request)
+        self.job.start(lab_runs, w.worker, request, self.job.cancelled)
         return True
 
     def cancel(self) -> None:
         if self.running:
-            self.worker.cancel()
+            self.job.cancel()
             self.status.setText("Cancelling after this round…")
 
     def _set_running(self, running: bool) -> None:
@@ -322,27 +304,32 @@ class PromptLab(QWidget):
         self.cancel_button.setEnabled(running)
         self.running_changed.emit(running)
 
-    def _costs_found(self, profile: BoxProfile | None) -> None:
-        self.model.set_costs(profile)
-        self.basis.setText(NO_PROFILE if profile is None else "Best depth: predicted from this machine's box profile.")
+    def _yielded(self, value: object) -> None:
+        match value:
+            case LabRun():
+                self.model.add(value)
+            case ProgressReport(done=done, total=total, label=label):
+                self.progress.setRange(0, total)
+                self.progress.setValue(done)
+                self.progress.setFormat(label if done < total else f"{total} runs")
+            case LabBasis(profile=profile):
+                self.model.set_costs(profile)
+                basis = "Best depth: predicted from this machine's box profile."
+                self.basis.setText(NO_PROFILE if profile is None else basis)
 
-    def _progress(self, done: int, total: int, label: str) -> None:
-        self.progress.setRange(0, total)
-        self.progress.setValue(done)
-        self.progress.setFormat(label if done < total else f"{total} runs")
-
-    def _finished(self, cancelled: bool) -> None:
-        self._set_running(False)
+    def _cancelled(self) -> None:
         n = len(self.model.results.runs)
-        if cancelled:
-            self.status.setText(f"Cancelled after {n} runs: the completed rows are kept.")
-            self.progress.setFormat(f"cancelled after {n} runs")
-        elif not self.status.text():
-            self.status.setText(f"Done: {n} runs.")
+        self.status.setText(f"Cancelled after {n} runs: the completed rows are kept.")
+        self.progress.setFormat(f"cancelled after {n} runs")
+
+    def _finished(self) -> None:
+        self._set_running(False)
+        if not self.status.text():  # a failure or a cancel has said how it ended
+            self.status.setText(f"Done: {len(self.model.results.runs)} runs.")
 
     def eventFilter(self, watched, event) -> bool:
         if watched is self.main and event.type() == QEvent.Type.Close:
-            self.worker.cancel()
+            self.job.cancel()
         return False
 
     def closeEvent(self, event) -> None:

@@ -4,18 +4,17 @@ Each compatibility rule with its mark, what the architectures mean, the memory t
 needs, an acceptance probe on the user's own recent prompts (or the built-in ones), the
 speed this box's profile predicts against plain, and a better pair where the catalog has
 one. The engine's pairing doctor makes the report (engine.pair_report); this window only
-shows it. The check and the probe run on a thread of their own, with models of their own:
-the probe takes about 20 seconds and can be cancelled between rounds.
+shows it. The check and the probe are Jobs (app/jobs.py) on a thread of their own, with
+models of their own: the probe takes about 20 seconds and can be cancelled between rounds.
 """
 
 from __future__ import annotations
 
 import html
-import threading
-import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QGroupBox,
@@ -30,7 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import DraftlightError, PairReport, pair_report, probe_pair
+from app.jobs import Job, ProgressReport, end_thread, own_thread
+from engine import PairReport, pair_report, probe_pair
 
 OK, NOT_OK = "#2a7a2a", "#b22222"
 PROBE_SECONDS = 20.0
@@ -55,56 +55,29 @@ def named_prompts(texts: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(named)
 
 
-class PairingWorker(QObject):
-    """The check and the probe, on the panel's thread; cancel() is the only call from elsewhere."""
+def check(target: str, drafter: str) -> PairReport:
+    """The report without its probe: reads the files' headers, loads nothing."""
+    return pair_report(target, drafter, probe_seconds=0, download=False)
 
-    checked = Signal(object)  # PairReport, without its probe
-    progress = Signal(int, int, str)  # prompts done, prompts in all, what runs now
-    probed = Signal(object)  # PairReport, with its probe
-    failed = Signal(str)
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.cancelled = threading.Event()
-
-    def cancel(self) -> None:
-        self.cancelled.set()
-
-    @Slot(str, str)
-    def check(self, target: str, drafter: str) -> None:
-        self._guarded(lambda: self.checked.emit(pair_report(target, drafter, probe_seconds=0, download=False)))
-
-    @Slot(object)
-    def probe(self, request: ProbeRequest) -> None:
-        def run() -> None:
-            report = probe_pair(
-                request.report,
-                request.prompts or None,
-                request.seconds,
-                request.max_tokens,
-                request.max_prompts,
-                self.progress.emit,
-                self.cancelled.is_set,
-            )
-            self.probed.emit(report)
-
-        self._guarded(run)
-
-    def _guarded(self, work) -> None:
-        try:
-            work()
-        except DraftlightError as exc:
-            self.failed.emit(str(exc))
-        except Exception as exc:  # the app must survive anything a model file does
-            self.failed.emit(f"The pairing check failed: {exc}")
-            traceback.print_exc()
+def probe(
+    request: ProbeRequest, progress: Callable[[int, int, str], None], cancelled: Callable[[], bool]
+) -> PairReport:
+    """The report with its probe run; a cancel ends the probe between rounds, with a report that says so."""
+    return probe_pair(
+        request.report,
+        request.prompts or None,
+        request.seconds,
+        request.max_tokens,
+        request.max_prompts,
+        progress,
+        cancelled,
+    )
 
 
 class PairingPanel(QWidget):
     """A tool window for one pair: the report, and the probe on demand."""
 
-    request_check = Signal(str, str)
-    request_probe = Signal(object)
     report_shown = Signal(object)  # PairReport: after the check, and again after the probe
 
     def __init__(self, target: str, drafter: str, prompts: list[str] | None = None, parent=None) -> None:
@@ -178,22 +151,17 @@ class PairingPanel(QWidget):
         layout.addWidget(self._group("Predicted speed on this machine", self.prediction))
         layout.addWidget(self._group("A better pair", self.suggestion))
 
-        self.thread = QThread(self)
-        self.thread.setObjectName("pairing")
-        self.worker = PairingWorker()
-        self.worker.moveToThread(self.thread)
-        self.thread.finished.connect(self.worker.deleteLater)
-        self.request_check.connect(self.worker.check)
-        self.request_probe.connect(self.worker.probe)
-        self.worker.checked.connect(self._checked)
-        self.worker.progress.connect(self._progress)
-        self.worker.probed.connect(self._probed)
-        self.worker.failed.connect(self._failed)
+        # The probe ends itself on a cancel, with a report saying how far it got.
+        self.job = Job("The pairing check failed", stops_itself=True)
+        self.job.yielded.connect(self._progress)
+        self.job.returned.connect(self._reported)
+        self.job.errored.connect(self._failed)
+        self.job.aborted.connect(self._cancelled)
         self.start_button.clicked.connect(self.start_probe)
         self.cancel_button.clicked.connect(self.cancel)
-        self.thread.start()
+        self.thread = own_thread(self.job, self, "pairing")
         self.resize(900, 780)
-        self.request_check.emit(target, drafter)
+        self.job.start(check, target, drafter)
 
     @classmethod
     def open_for(cls, window, target: str, drafter: str) -> PairingPanel:
@@ -232,7 +200,6 @@ class PairingPanel(QWidget):
         if not self.report.compatible:
             self.probe_summary.setText("The probe needs a drafter that can draft for this target.")
             return False
-        self.worker.cancelled.clear()
         self._set_probing(True)
         self.table.setRowCount(0)
         self.probe_summary.setText("")
@@ -240,12 +207,12 @@ class PairingPanel(QWidget):
         self.progress.setRange(0, 0)  # busy until the pair has loaded
         self.progress.setFormat("loading the pair")
         request = ProbeRequest(self.report, self.prompts, self.probe_seconds, self.probe_tokens, self.probe_prompts)
-        self.request_probe.emit(request)
+        self.job.start(probe, request, self.job.progress, self.job.cancelled)
         return True
 
     def cancel(self) -> None:
         if self.probing:
-            self.worker.cancel()
+            self.job.cancel()
             self.progress.setFormat("cancelling after this round…")
 
     def _set_probing(self, probing: bool) -> None:
@@ -253,20 +220,24 @@ class PairingPanel(QWidget):
         self.start_button.setEnabled(not probing and self.report is not None and self.report.compatible)
         self.cancel_button.setEnabled(probing)
 
-    def _progress(self, done: int, total: int, what: str) -> None:
+    def _progress(self, report: ProgressReport) -> None:
+        done, total, what = report.done, report.total, report.label
         if what == "loading the pair":
             return
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(done)
         self.progress.setFormat(f"{what} ({done} of {total} prompts done)" if done < total else "done")
 
-    # ---- showing the report ----
-    def _checked(self, report: PairReport) -> None:
-        self.show_report(report)
-        self._set_probing(False)
-
-    def _probed(self, report: PairReport) -> None:
+    def _cancelled(self) -> None:
         self.progress.hide()
+        self._set_probing(False)
+        self.probe_summary.setText("The probe was cancelled before it could report.")
+
+    # ---- showing the report ----
+    def _reported(self, report: PairReport) -> None:
+        """The check's report, or the probe's."""
+        self.progress.hide()
+        self.report = report  # before the buttons: Run follows its verdict
         self._set_probing(False)
         self.show_report(report)
 
@@ -315,7 +286,5 @@ class PairingPanel(QWidget):
         self.report_shown.emit(report)
 
     def closeEvent(self, event) -> None:
-        self.worker.cancel()
-        self.thread.quit()
-        self.thread.wait()
+        end_thread(self.job, self.thread)
         super().closeEvent(event)

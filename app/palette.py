@@ -64,9 +64,6 @@ class Palette:
     def background(self, kind: TokenKind) -> QColor:
         return QColor(self.backgrounds[kind])
 
-    def stroke(self, kind: TokenKind) -> QColor:
-        return QColor(STROKES[kind])
-
     def describe(self) -> str:
         return ", ".join(f"{LABELS[k]} {self.backgrounds[k]}" for k in KINDS)
 

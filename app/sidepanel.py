@@ -22,7 +22,18 @@ from PySide6.QtWidgets import (
 )
 
 from app import settings
-from engine import AUTO, MAX_DEPTH, Depth, GenerationConfig, SamplingConfig, catalog, local_models
+from engine import (
+    AUTO,
+    AUTO_SPEC,
+    DRAFTER_KINDS,
+    MAX_DEPTH,
+    NO_DRAFTER,
+    Depth,
+    GenerationConfig,
+    SamplingConfig,
+    catalog,
+    local_models,
+)
 
 CHOOSE = "__choose__"
 FOLDER = "__folder__"
@@ -113,10 +124,11 @@ class SidePanel(QWidget):
         self.drafter.clear()
         self.target.addItem(f"{catalog.DEFAULT_TARGET.title} (default)", "default")
         self.drafter.addItem(f"{catalog.DEFAULT_DRAFTER.title} (default)", "default")
-        self.drafter.addItem("n-gram prompt lookup (no model)", "ngram")
-        self.drafter.addItem("The target's own MTP head (Qwen 3.5 and others)", "mtp")
-        self.drafter.addItem("Find one for this target (auto)", "auto")
-        self.drafter.addItem("None (speculation off)", "none")
+        for kind in DRAFTER_KINDS.values():  # the keyword kinds, then auto, then no drafter
+            if kind.picked and kind is not NO_DRAFTER:
+                self.drafter.addItem(kind.picked, kind.name)
+        self.drafter.addItem("Find one for this target (auto)", AUTO_SPEC)
+        self.drafter.addItem(NO_DRAFTER.picked, NO_DRAFTER.name)
         for path in self.recent_files:
             name = Path(path).name
             self.target.addItem(name, path)

@@ -4,21 +4,11 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
-from engine import RunStats, ThermalReading, gauge, measured_plain_pass_s, measured_round_cost
+from engine import DRAFTER_KINDS, RunStats, ThermalReading, gauge, measured_plain_pass_s, measured_round_cost
 
 KEYS = ("decode", "gauge", "e2e", "prefill", "acceptance", "cost", "drafter", "thermal", "place")
 REPLY_KEYS = KEYS[:6]  # what a reply's figures fill; the rest say what runs, how hot, and where
-KIND_WORDS = {
-    "model": "a draft model",
-    "ngram": "n-grams",
-    "mtp": "the target's MTP head",
-    "assistant": "Gemma 4's assistant",
-    "dflash": "DFlash",
-    "dspark": "DSpark",
-    "eagle3": "EAGLE-3",
-    "none": "no drafter",
-    "remote": "the server's drafter",
-}
+REMOTE_DRAFTER = "the server's drafter"  # a remote engine's drafter, which this machine cannot name
 
 
 def plain_pass_s(replies: list[RunStats], profile_pass_s: float | None) -> float | None:
@@ -62,7 +52,8 @@ class StatusLine:
     def show_drafter(self, kind: str, name: str) -> None:
         """Which kind of drafter the figures are for."""
         label = self.labels["drafter"]
-        label.setText(f"drafting: {KIND_WORDS.get(kind, kind)}")
+        known = DRAFTER_KINDS.get(kind)
+        label.setText(f"drafting: {known.label if known else REMOTE_DRAFTER if kind == 'remote' else kind}")
         label.setToolTip(name)
 
     def show_thermal(self, reading: ThermalReading) -> None:

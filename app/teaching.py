@@ -8,9 +8,10 @@ numbers, what the round did and what it cost.
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -25,8 +26,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.jobs import Job
 from app.teachtext import Totals, explain_round, shown
 from app.teachview import CandidatesView, RoundView
+from app.worker import EngineWorker
 from engine import (
     MAX_DEPTH,
     DraftlightError,
@@ -42,69 +45,64 @@ from engine import (
 )
 
 TEACH_TOKENS = 160
+NO_LIVE = "Open a replay to step through it: live rounds need the models of the chat window's engine."
 
 
-class TeachWorker(QObject):
-    """Steps a reply on the chat's engine, on the chat worker's thread."""
+@dataclass(frozen=True)
+class Started:
+    """A live reply ready to step: the prompt as the template rendered it, and a plain pass's time."""
 
-    started = Signal(str, object)  # rendered prompt, plain pass ms or None
-    stepped = Signal(object, object)  # RoundStep, {token id: text} (a dict with int keys would not cross threads)
-    finished = Signal(object)  # RunStats
-    failed = Signal(str)
+    rendered: str
+    plain_pass_ms: float | None
 
-    def __init__(self, chat_worker) -> None:
-        super().__init__()
+
+@dataclass(frozen=True)
+class Stepped:
+    """One round, with the text of every token it mentions (drafts, candidates)."""
+
+    step: RoundStep
+    pieces: dict[int, str]
+
+
+class LiveSteps:
+    """A reply stepped on the chat's engine: its methods are jobs on the engine thread, and only
+    that thread touches this object."""
+
+    def __init__(self, chat_worker: EngineWorker) -> None:
         self.chat_worker = chat_worker
         self.stepper: Stepper | None = None
         self._expected_cache: list[int] | None = None
 
-    @Slot(str, int)
-    def start(self, prompt: str, depth: int) -> None:
+    def start(self, prompt: str, depth: int) -> Started:
         engine = self.chat_worker.engine
         if engine is None:
-            self.failed.emit(self.chat_worker.missing())
-            return
-        try:
-            rendered = engine.render([Message("user", prompt)])
-            ids = engine.tokenize_prompt(rendered)
-            config = GenerationConfig(max_tokens=TEACH_TOKENS, depth=depth, top_candidates=5)
-            if self.stepper is not None:
-                self.stepper.close()
-            self.stepper = Stepper(engine.stream(ids, config))
-            self._expected_cache = None
-        except DraftlightError as exc:
-            self.failed.emit(str(exc))
-            return
+            raise DraftlightError(self.chat_worker.missing())
+        rendered = engine.render([Message("user", prompt)])
+        ids = engine.tokenize_prompt(rendered)
+        config = GenerationConfig(max_tokens=TEACH_TOKENS, depth=depth, top_candidates=5)
+        if self.stepper is not None:
+            self.stepper.close()
+        self.stepper = Stepper(engine.stream(ids, config))
+        self._expected_cache = None
         plain_s = engine.plain_pass_s()
-        self.started.emit(rendered, plain_s * 1e3 if plain_s else None)
+        return Started(rendered, plain_s * 1e3 if plain_s else None)
 
-    @Slot()
-    def step(self) -> None:
+    def step(self) -> Stepped | RunStats:
+        """The next round, or the reply's stats once it has finished."""
         engine = self.chat_worker.engine
         if self.stepper is None or engine is None:
-            self.failed.emit("Press Start first.")
-            return
+            raise DraftlightError("Press Start first.")
         if self._expected_cache is not None and engine.cached_tokens != self._expected_cache:
             self.stepper = None
-            self.failed.emit("The chat used the model since the last step; press Start to begin again.")
-            return
-        try:
-            step = self.stepper.step()
-        except DraftlightError as exc:
-            self.failed.emit(str(exc))
-            return
+            raise DraftlightError("The chat used the model since the last step; press Start to begin again.")
+        step = self.stepper.step()
         self._expected_cache = engine.cached_tokens
         if step is None:
-            self.finished.emit(self.stepper.stats)
-            return
-        pieces = {t: engine.target.display(t) for t in mentioned_tokens([step])}
-        self.stepped.emit(step, pieces)
+            return self.stepper.stats
+        return Stepped(step, {t: engine.target.display(t) for t in mentioned_tokens([step])})
 
 
 class TeachingWindow(QWidget):
-    request_start = Signal(str, int)
-    request_step = Signal()
-
     def __init__(self, main_window=None, parent=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Draftlight — teaching mode")
@@ -120,15 +118,12 @@ class TeachingWindow(QWidget):
         self.waiting = False
         self.verdict_due: RoundStep | None = None
         self._build()
+        self.job = Job("Teaching mode failed")
+        self.live = LiveSteps(main_window.worker) if main_window is not None else None
         if main_window is not None:
-            self.worker = TeachWorker(main_window.worker)
-            self.worker.moveToThread(main_window.thread)
-            self.request_start.connect(self.worker.start)
-            self.request_step.connect(self.worker.step)
-            self.worker.started.connect(self._started)
-            self.worker.stepped.connect(self._stepped)
-            self.worker.finished.connect(self._finished)
-            self.worker.failed.connect(self._failed)
+            self.job.moveToThread(main_window.thread)  # queued behind the chat, never beside it
+        self.job.returned.connect(self._returned)
+        self.job.errored.connect(self._failed)
 
     def _build(self) -> None:
         layout = QVBoxLayout(self)
@@ -204,7 +199,8 @@ class TeachingWindow(QWidget):
         return self.pieces.get(token, f"<{token}>")
 
     def start(self) -> None:
-        if self.main_window is None:
+        if self.live is None:
+            self.say(NO_LIVE)
             return
         if self.main_window.streaming:
             self.explanation.setText("The chat is streaming a reply; start once it has finished.")
@@ -212,7 +208,7 @@ class TeachingWindow(QWidget):
         self._clear()
         self.replay = None
         self.waiting = True
-        self.request_start.emit(self.prompt.text(), self.depth.value())
+        self.job.start(self.live.start, self.prompt.text(), self.depth.value())
 
     def open_replay(self, path: str | Path) -> None:
         replay = load_replay(path)  # raises DraftlightError with a sentence
@@ -259,12 +255,21 @@ class TeachingWindow(QWidget):
             else:
                 self._finished(self.replay.stats)
             return
+        if self.live is None:
+            self.say(NO_LIVE)
+            return
         self.waiting = True
-        self.request_step.emit()
+        self.job.start(self.live.step)
 
-    def _started(self, rendered: str, plain_pass_ms) -> None:
-        self.rendered, self.plain_pass_ms, self.waiting = rendered, plain_pass_ms, False
-        self.explanation.setText("Ready: press Step to see the first round's drafts, or Play.")
+    def _returned(self, result: Started | Stepped | RunStats) -> None:
+        match result:
+            case Started():
+                self.rendered, self.plain_pass_ms, self.waiting = result.rendered, result.plain_pass_ms, False
+                self.explanation.setText("Ready: press Step to see the first round's drafts, or Play.")
+            case Stepped():
+                self._stepped(result.step, result.pieces)
+            case RunStats():
+                self._finished(result)
 
     def _stepped(self, step: RoundStep, pieces: dict) -> None:
         self.waiting = False

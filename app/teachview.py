@@ -66,10 +66,6 @@ class RoundView(TranscriptView):
             self.append_tokens([token])
         self._scroll_to_end()
 
-    def show_step(self, step: RoundStep, piece) -> None:
-        self.show_drafts(step, piece)
-        self.show_verdict(step)
-
     def struck_texts(self) -> list[str]:
         """The struck-through rejected drafts now in the document, in order."""
         out, block = [], self.document().begin()

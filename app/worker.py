@@ -1,22 +1,23 @@
 """The engine on its own thread: a worker QObject moved to a QThread.
 
 Requests arrive as queued signals; results leave as signals, events in batches. Nothing
-here touches a widget. Stop sets a flag the engine checks between rounds.
+here touches a widget. A load (or an attach) and a reply each run as a Job (app/jobs.py),
+which turns what ends them into a sentence. Stop sets a flag the engine checks between rounds.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.jobs import Job, ProgressReport
 from engine import (
+    DRAFTER_KINDS,
+    NO_DRAFTER,
     AutoDepth,
-    Cancelled,
     ConnectionLost,
     DraftlightError,
     Endpoint,
@@ -42,20 +43,10 @@ from engine import (
 BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit costs the engine CPU time
 
 
-# What a drafter file that reads the target is, in a sentence before its compatibility verdict.
-READS_THE_TARGET = {
-    "mtp": "The target's own MTP heads, in a file of their own: they read its hidden states.",
-    "assistant": "Gemma 4's assistant model: it reads the target's hidden state and attends to its memory.",
-    "dflash": "A DFlash drafter: a block of drafts in one pass, from the target's layers.",
-    "dspark": "A DSpark drafter (DFlash with a Markov head): a block of drafts from the target's layers.",
-    "eagle3": "An EAGLE-3 drafter: it reads three of the target's layers.",
-}
-
-
 @dataclass(frozen=True)
 class LoadRequest:
     target: str  # "default", a catalog key or a path
-    drafter: str  # "default", "none", "ngram", "mtp", a catalog key or a path
+    drafter: str  # "default", a keyword kind's name ("none", "ngram", "mtp"), "auto", a catalog key or a path
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
     # Auto replies run plain on the fastest settings where no depth could pay (Engine.go_plain);
     # off when the user asks to speculate anyway, to watch it. With `auto` (the chosen depth),
@@ -72,7 +63,7 @@ class PairInfo:
     target_name: str
     drafter: str
     drafter_name: str
-    drafter_kind: str  # "model", "ngram", "mtp", "assistant", "dflash", "dspark", "eagle3", or "none"
+    drafter_kind: str  # a drafter kind's name (DRAFTER_KINDS), or "remote"
     verdict: str
     compatible: bool
     mode: str
@@ -131,9 +122,17 @@ class EngineWorker(QObject):
         self.remote: Remote | None = None  # while set, replies come from it, not from `engine`
         self.target_spec = ""
         self.drafter_spec = ""
-        self._cancel = threading.Event()
-        self._last_progress = 0.0
         self.closing = False  # set before shutdown is queued: requests still queued do nothing
+        # Children, so they move to the engine thread with this worker; its slots run them there.
+        self.loading = Job("Loading failed", parent=self)
+        self.loading.yielded.connect(self._load_progress)
+        self.loading.returned.connect(self.loaded)
+        self.loading.errored.connect(self.load_failed)  # what ran before keeps running
+        # The engine ends a stopped reply itself, its stats the last event: never cut off between batches.
+        self.replying = Job("The engine failed", stops_itself=True, parent=self)
+        self.replying.yielded.connect(self._pass_on)
+        self.replying.errored.connect(self.reply_failed)
+        self.replying.aborted.connect(self.reply_stopped)
 
     def missing(self) -> str:
         """Why there is no engine on this machine to run a tool with, in a sentence."""
@@ -152,43 +151,38 @@ class EngineWorker(QObject):
         should poll `cancelled`, which engine.stream is handed; closing waits a bounded time
         for it (app/enginethread.py).
         """
-        self._cancel.set()
+        self.replying.cancel()
 
     def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    def _progress(self, done: int, total: int, label: str) -> None:
-        now = time.monotonic()
-        if done >= total or now - self._last_progress > 0.1:
-            self._last_progress = now
-            self.load_progress.emit(done, total, label)
+        return self.replying.cancelled()
 
     @Slot(object)
     def load(self, request: LoadRequest) -> None:
         """Load a pair; on failure keep what was loaded before and say why."""
-        self._loading(self._load, request)
+        self._holding_the_engine(self.loading, self._load, request)
 
     @Slot(object)
     def attach(self, request: AttachRequest) -> None:
         """Reply from the engine at an address; this machine's models are freed once it answers."""
-        self._loading(self._attach, request)
+        self._holding_the_engine(self.loading, self._attach, request)
 
-    def _loading(self, work, request) -> None:
-        """A load or an attach: busy meanwhile; a failure keeps what ran before and says why."""
+    @Slot(object)
+    def generate(self, request: ReplyRequest) -> None:
+        """Stream one reply; events leave in batches, the last batch ends with RunStats."""
+        self._holding_the_engine(self.replying, self._reply, request)
+
+    def _holding_the_engine(self, job: Job, work: Callable, request: object) -> None:
+        """Busy while the job runs; requests still queued when the window closes do nothing."""
         if self.closing:
             return
         self.busy_changed.emit(True)
-        try:
-            work(request)
-        except DraftlightError as exc:
-            self.load_failed.emit(str(exc))
-        except Exception as exc:  # the app must survive anything a model file or a server does
-            self.load_failed.emit(f"Loading failed: {exc}")
-            traceback.print_exc()
-        finally:
-            self.busy_changed.emit(False)
+        job.run(work, request)  # never raises: what ended it leaves as the job's signals
+        self.busy_changed.emit(False)
 
-    def _attach(self, request: AttachRequest) -> None:
+    def _load_progress(self, report: ProgressReport) -> None:
+        self.load_progress.emit(report.done, report.total, report.label)
+
+    def _attach(self, request: AttachRequest) -> PairInfo:
         self.load_progress.emit(0, 1, f"connecting to {request.url}")
         try:
             remote = attach_remote(Endpoint(request.url, request.token or None))
@@ -199,14 +193,12 @@ class EngineWorker(QObject):
             self.engine.close()
             self.engine, self.target_spec, self.drafter_spec = None, "", ""
         info = remote.info
-        kind = "remote" if info.drafter or info.kind != "draftlight" else "none"
-        self.loaded.emit(
-            PairInfo(target="", target_name=info.model, drafter="", drafter_name=info.drafter or "the server's own",
-                     drafter_kind=kind, verdict=remote_verdict(info),
-                     compatible=True, mode="remote", remote=info, remote_thermal=remote.read_thermal)
-        )  # fmt: skip
+        kind = "remote" if info.drafter or info.kind != "draftlight" else NO_DRAFTER.name
+        return PairInfo(target="", target_name=info.model, drafter="", drafter_name=info.drafter or "the server's own",
+                        drafter_kind=kind, verdict=remote_verdict(info),
+                        compatible=True, mode="remote", remote=info, remote_thermal=remote.read_thermal)  # fmt: skip
 
-    def _load(self, request: LoadRequest) -> None:
+    def _load(self, request: LoadRequest) -> PairInfo:
         notice = ""
         if self.remote is not None:  # back to this machine's engine
             self.remote = None
@@ -217,21 +209,25 @@ class EngineWorker(QObject):
         if not same_target:
             # No download here: fetching a missing default model is the first-run dialog's offer.
             target_spec = catalog.DEFAULT_TARGET if request.target == "default" else request.target
-            path = catalog.resolve(target_spec, self._progress, download=False)
+            path = catalog.resolve(target_spec, self.loading.progress, download=False)
             reason = plain_reason_for(path, request.drafter, request.options) if request.auto else ""
             if request.go_plain and reason:
-                self._load_plain(request, path, reason)
-                return
+                return self._load_plain(request, path, reason)
             target = Model(path, request.options)  # raises before the old engine is touched
             old = self.engine
             engine = Engine(target, None, request.options)
             try:
                 drafter, verdict = load_drafter(
-                    target, request.drafter, request.options, self._progress, download=False, target_ctx=engine.ctx
+                    target,
+                    request.drafter,
+                    request.options,
+                    self.loading.progress,
+                    download=False,
+                    target_ctx=engine.ctx,
                 )
                 drafter_spec = request.drafter
             except DraftlightError as exc:
-                drafter, verdict, drafter_spec = None, None, "none"
+                drafter, verdict, drafter_spec = None, None, NO_DRAFTER.name
                 notice = f"The drafter was not loaded: {exc}"
             engine.set_drafter(drafter, verdict)
             self.engine, self.target_spec, self.drafter_spec = engine, request.target, drafter_spec
@@ -242,48 +238,44 @@ class EngineWorker(QObject):
                 self.engine.target,
                 request.drafter,
                 request.options,
-                self._progress,
+                self.loading.progress,
                 download=False,
                 target_ctx=self.engine.ctx,
             )
             self.engine.set_drafter(drafter, verdict)
             self.drafter_spec = request.drafter
         self.engine.go_plain = request.go_plain
-        self.loaded.emit(self._info(notice))
+        return self._info(notice)
 
-    def _load_plain(self, request: LoadRequest, path, reason: str) -> None:
+    def _load_plain(self, request: LoadRequest, path, reason: str) -> PairInfo:
         """The target alone on the fastest plain settings: the pair's profile says drafts cannot pay here."""
         engine = Engine.plain(path, request.options, reason)
         old, self.engine = self.engine, engine
         self.target_spec, self.drafter_spec = request.target, request.drafter  # the picker keeps the choice
         if old is not None:
             old.close()
-        self.loaded.emit(self._info())
+        return self._info()
 
     def _info(self, notice: str = "") -> PairInfo:
         engine = self.engine
         assert engine is not None
         if engine.plain_reason:
             verdict, ok = "No drafter loaded: plain decoding on the fastest settings (the reason is below).", True
-        elif self.drafter_spec == "none":
-            verdict, ok = "No drafter: every token comes from a plain target pass.", True
-        elif self.drafter_spec == "ngram":
-            verdict, ok = "The n-gram drafter needs no model: it proposes text seen earlier.", True
-        elif self.drafter_spec == "mtp":
-            verdict, ok = "The target drafts for itself with the MTP head in its own file: nothing to match.", True
-        else:
+        elif self.drafter_spec in DRAFTER_KINDS:  # a keyword kind: nothing to match
+            verdict, ok = DRAFTER_KINDS[self.drafter_spec].chosen, True
+        else:  # a file: what it reads of the target, if anything, then its compatibility
             verdict, ok = (engine.verdict.explain(), engine.verdict.compatible) if engine.verdict else ("", True)
-            kind = engine.drafter.kind if engine.drafter else "none"
-            verdict = f"{READS_THE_TARGET.get(kind, '')} {verdict}".strip()
+            kind = DRAFTER_KINDS.get(engine.drafter.kind if engine.drafter else NO_DRAFTER.name)
+            verdict = f"{kind.reads if kind else ''} {verdict}".strip()
         if engine.ctx.has_state and engine.can_speculate:  # a hybrid target: say how drafts are undone
             verdict = f"{verdict} {engine.describe_rollback()}".strip()
-        drafter_name = getattr(engine.drafter, "name", "none") if engine.drafter else "none"
+        drafter_name = engine.drafter.name if engine.drafter else NO_DRAFTER.name
         return PairInfo(
             target=self.target_spec,
             target_name=engine.target.name,
             drafter=self.drafter_spec,
             drafter_name=drafter_name,
-            drafter_kind=engine.drafter.kind if engine.drafter else "none",
+            drafter_kind=engine.drafter.kind if engine.drafter else NO_DRAFTER.name,
             verdict=verdict,
             compatible=ok,
             mode=engine.options.mode,
@@ -292,68 +284,54 @@ class EngineWorker(QObject):
             plain=bool(engine.plain_reason),
         )
 
-    @Slot(object)
-    def generate(self, request: ReplyRequest) -> None:
-        """Stream one reply; events leave in batches, the last batch ends with RunStats."""
-        if self.closing:
-            return
-        self._cancel.clear()
-        self.busy_changed.emit(True)
+    def _reply(self, request: ReplyRequest) -> Iterator[list | AutoStatus]:
+        """One reply's events in batches; a lost server is said apart from other failures: worth a retry."""
+        try:
+            auto = self._local_policy(request) if self.remote is None else None
+            source = self.remote if self.remote is not None else self.engine
+            events = source.reply(request.messages, request.config, request.thinking, self.cancelled)
+            yield from self._batches(events, auto)
+        except (ConnectionLost, Unreachable) as exc:
+            self.connection_lost.emit(str(exc))
+
+    def _batches(self, events: Iterator, auto: AutoDepth | None) -> Iterator[list | AutoStatus]:
+        """A batch ends with a round (its tokens travel with it), or with a token whose server
+        reports no rounds; at most 10 a second, the last with the stats. Auto's status follows each."""
         batch: list = []
         last_emit = time.perf_counter()
         try:
-            if self.remote is not None:
-                events, auto = self.remote.reply(request.messages, request.config, request.thinking, self.cancelled), None  # fmt: skip
-            else:
-                events, auto = self._local_events(request)
             for event in events:
                 batch.append(event)
-                # A batch ends with a round (its tokens travel with it), or with a token whose
-                # server reports no rounds; at most 10 a second, the last with the stats.
                 ends_unit = isinstance(event, RoundEvent | RunStats) or (
                     isinstance(event, TokenEvent) and event.kind is TokenKind.UNREPORTED
                 )
                 if ends_unit:
                     now = time.perf_counter()
                     if isinstance(event, RunStats) or now - last_emit >= BATCH_S:
-                        self.events.emit(batch)
+                        yield batch
                         batch, last_emit = [], now
                         if auto is not None:
-                            self.auto_status.emit(self._status(auto))
-        except Exception as exc:  # the app must survive anything the engine or a server does
-            if batch:
-                self.events.emit(batch)
-            self._reply_ended_by(exc)
-        finally:
-            self.busy_changed.emit(False)
+                            yield self._status(auto)
+        except Exception:
+            if batch:  # what arrived before the failure is kept
+                yield batch
+            raise
 
-    def _local_events(self, request: ReplyRequest):
-        """This machine's engine on the request: its events, and Auto's policy where Auto chooses."""
+    def _pass_on(self, value: list | AutoStatus) -> None:
+        (self.auto_status if isinstance(value, AutoStatus) else self.events).emit(value)
+
+    def _local_policy(self, request: ReplyRequest) -> AutoDepth | None:
+        """This machine's engine's depth policy for the request, before its reply: Auto's first use
+        measures the box (saying so), and may find that plain decoding is faster here."""
         if self.engine is None:
             raise DraftlightError("No model is loaded yet.")
         engine = self.engine
-        rendered = engine.render(list(request.messages), request.thinking, cancelled=self._cancel.is_set)
-        prompt = engine.tokenize_prompt(rendered)
-        config = request.config
         was_plain = bool(engine.plain_reason)
-        policy = engine.depth_policy(config.depth, progress=self._tuning)  # Auto's first use measures the box
+        policy = engine.depth_policy(request.config.depth, progress=self._tuning)
         self.load_progress.emit(1, 1, "")
         if engine.plain_reason and not was_plain:  # the measurement said drafts cannot pay: plain from now
             self.loaded.emit(self._info())
-        auto = policy if isinstance(policy, AutoDepth) else None
-        return engine.stream(prompt, config, self.cancelled), auto
-
-    def _reply_ended_by(self, exc: Exception) -> None:
-        """The signal for what ended a reply early: a Stop, a lost server, or a failure in words."""
-        if isinstance(exc, Cancelled):
-            self.reply_stopped.emit()
-        elif isinstance(exc, ConnectionLost | Unreachable):
-            self.connection_lost.emit(str(exc))
-        elif isinstance(exc, DraftlightError):
-            self.reply_failed.emit(str(exc))
-        else:
-            self.reply_failed.emit(f"The engine failed: {exc}")
-            traceback.print_exc()
+        return policy if isinstance(policy, AutoDepth) else None
 
     def _tuning(self, message: str) -> None:
         self.load_progress.emit(0, 1, f"tuning to this machine: {message}")

@@ -31,8 +31,9 @@ import llama_cpp.llama_cpp  # noqa: F401, I001
 
 from engine.chat import Message
 from engine.depth import AUTO, MAX_DEPTH, Depth, parse_depth
+from engine.drafting.kinds import AUTO_SPEC, DrafterKind
 from engine.drafting.kinds import KINDS as DRAFTER_KINDS
-from engine.drafting.kinds import DrafterKind
+from engine.drafting.kinds import NONE as NO_DRAFTER
 from engine.errors import (
     Cancelled,
     ChatTemplateError,
@@ -81,8 +82,10 @@ from engine.remote import attach as attach_remote
 
 __all__ = [
     "AUTO",
+    "AUTO_SPEC",
     "DRAFTER_KINDS",
     "MAX_DEPTH",
+    "NO_DRAFTER",
     "PRESET_COSTS",
     "RANK_BUCKETS",
     "TYPICAL_ACCEPTANCE",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable
 from dataclasses import dataclass
+
 import jinja2
 from jinja2.sandbox import SecurityError
 

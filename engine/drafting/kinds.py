@@ -37,6 +37,8 @@ class DrafterKind:
     spec_type: str | None = None  # stock llama.cpp's --spec-type for it, where llama.cpp has it
     keyword: bool = False  # named by its name alone (no file): "none", "ngram", "mtp"
     load: Loader | None = None  # None: no drafter at all ("none")
+    picked: str = ""  # a keyword kind's entry in the app's drafter picker
+    chosen: str = ""  # what the app says of a keyword kind once it is loaded: its whole verdict
 
     @property
     def reads_target(self) -> bool:
@@ -64,7 +66,14 @@ def _eagle3(target: Context, model: Model | None, options: RuntimeOptions, depth
     return Eagle3Drafter(model, target, max_depth=depth)
 
 
-NONE = DrafterKind("none", "no drafter", "no drafter: every token is a plain target pass", keyword=True)
+NONE = DrafterKind(
+    "none",
+    "no drafter",
+    "no drafter: every token is a plain target pass",
+    keyword=True,
+    picked="None (speculation off)",
+    chosen="No drafter: every token comes from a plain target pass.",
+)
 MODEL = DrafterKind(
     ModelDrafter.kind, "a draft model", "a draft model of its own", spec_type="draft-simple", load=_model
 )
@@ -74,6 +83,8 @@ NGRAM = DrafterKind(
     "an n-gram table of the conversation's own tokens (no model)",
     keyword=True,
     load=_ngram,
+    picked="n-gram prompt lookup (no model)",
+    chosen="The n-gram drafter needs no model: it proposes text seen earlier.",
 )
 MTP = DrafterKind(
     HEADS_KIND,
@@ -83,6 +94,8 @@ MTP = DrafterKind(
     spec_type="draft-mtp",
     keyword=True,
     load=_heads,
+    picked="The target's own MTP head (Qwen 3.5 and others)",
+    chosen="The target drafts for itself with the MTP head in its own file: nothing to match.",
 )
 ASSISTANT = DrafterKind(
     ASSISTANT_KIND,
@@ -119,7 +132,8 @@ EAGLE3 = DrafterKind(
 
 DFLASH_ARCHITECTURES = frozenset({"dflash"})  # GGUF architectures of each kind's files
 EAGLE3_ARCHITECTURES = frozenset({"eagle3"})
-KINDS: dict[str, DrafterKind] = {k.name: k for k in (NONE, MODEL, NGRAM, MTP, ASSISTANT, DFLASH, DSPARK, EAGLE3)}
+# In the order the app's picker lists the keyword kinds: no drafter last.
+KINDS: dict[str, DrafterKind] = {k.name: k for k in (MODEL, NGRAM, MTP, ASSISTANT, DFLASH, DSPARK, EAGLE3, NONE)}
 KEYWORDS = tuple(k.name for k in KINDS.values() if k.keyword)  # the kinds a spec names without a file
 AUTO_SPEC = "auto"  # a spec that names no kind: find a drafter for the target (engine.models.discover)
 

@@ -33,7 +33,7 @@ class FakeHub:
         steps = 10**6 if self.endless else 4
         for i in range(steps + 1):
             progress(model.size * min(i, steps) // steps, model.size, f"downloading {model.filename}")
-            time.sleep(0.15)  # past the worker's 0.1 s throttle: every step reaches the bar
+            time.sleep(0.15)  # past the job's 0.1 s throttle: every step reaches the bar
         if self.fail is not None:
             raise self.fail
         return self.paths[model.key]
@@ -57,8 +57,8 @@ def open_dialog(qtbot):
 
     yield open_
     for d in dialogs:  # no download thread outlives its test, even a failed one
-        if d.worker is not None:
-            d.worker.cancel()
+        if d.job is not None:
+            d.job.cancel()
         qtbot.waitUntil(lambda d=d: not d.downloading, timeout=60_000)
 
 

@@ -12,6 +12,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt
 
+from app.jobs import ProgressReport
 from app.lab import (
     NO_PROFILE,
     SORT_ROLE,
@@ -276,9 +277,10 @@ def test_cancel_stops_the_run_and_keeps_completed_rows(qtbot, make_window, tmp_p
     monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "empty"))  # no box profile
     window = make_window()
     lab = start_lab(qtbot, window, PROMPTS, (0, 2), 16)
-    # Cancel as the third run begins, from the engine thread: it is cut short and dropped.
-    lab.worker.progress.connect(
-        lambda done, total, label: lab.worker.cancel() if done == 2 else None, Qt.ConnectionType.DirectConnection
+    # Cancel as the third run is announced, from the engine thread: the job stops there.
+    lab.job.yielded.connect(
+        lambda value: lab.job.cancel() if isinstance(value, ProgressReport) and value.done == 2 else None,
+        Qt.ConnectionType.DirectConnection,
     )
     assert lab.start()
     qtbot.waitUntil(lambda: not lab.running, timeout=RUN_TIMEOUT_MS)
