@@ -242,7 +242,7 @@ def suggest(target_path: Path, spec: str, drafter_path: str | None, compatible: 
                 return f"{target.title} drafts for itself: `draftlight pair {target.key} mtp` checks that pair."
             return f"The catalog pairs {target.title} with {title}: `draftlight pair {target.key} {wanted}` checks that pair."
         return ""
-    if compatible and spec != "none":
+    if compatible and spec != kinds.NONE.name:
         return ""
     found = discover(target_path)
     if found.spec is None or found.spec == drafter_path or found.spec == spec:

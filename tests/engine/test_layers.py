@@ -154,6 +154,33 @@ def test_there_is_no_import_circle():
     assert cycles(edges) == []
 
 
+# The round and what needs no particular backend speak to the runtime protocol alone: a second
+# runtime is a package beside engine/runtime/llama/, and none of these changes for it.
+PROTOCOL_ONLY = (
+    "engine.speculative",
+    "engine.rounds",
+    "engine.reporting",
+    "engine.drafting.base",
+    "engine.drafting.model",
+    "engine.drafting.ngram",
+    "engine.measure.probe",
+    "engine.measure.costmodel",
+)
+RUNTIME_NEUTRAL = ("engine.runtime.protocol", "engine.runtime.side", "engine.runtime.contexts")
+
+
+def test_the_round_speaks_only_to_the_runtime_protocol():
+    offenders = []
+    for name, path in source_modules("engine").items():
+        if name not in PROTOCOL_ONLY:
+            continue
+        for target in imports_of(path, set()):
+            backend = target == "engine.runtime" or target.startswith("engine.runtime.")
+            if (backend and not target.startswith(RUNTIME_NEUTRAL)) or target.startswith("llama_cpp"):
+                offenders.append(f"{name} imports {target}")
+    assert offenders == []
+
+
 def test_the_engine_never_imports_the_app_or_qt():
     offenders = []
     for name, path in source_modules("engine").items():
