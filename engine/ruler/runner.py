@@ -41,10 +41,6 @@ class Arm:
             what = f"{self.drafter} {what}"
         return f"{self.engine} {what}{' repack' if self.fast else ''}"
 
-    @property
-    def is_plain(self) -> bool:
-        return self.depth == 0
-
 
 @dataclass
 class RunRecord:
