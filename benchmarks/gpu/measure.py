@@ -150,10 +150,10 @@ def cmd_ours(args) -> int:
             if batch.n_tokens <= 8:  # a round's batch, not the prompt's
                 launched[0] += time.perf_counter() - t0
 
-    def timed_feed(ctx, tokens):
+    def timed_feed(ctx, tokens, side=None):
         t0 = time.perf_counter()
         try:
-            return feed(ctx, tokens)
+            return feed(ctx, tokens, side)
         finally:
             launched[1] += time.perf_counter() - t0
 
@@ -169,7 +169,7 @@ def cmd_ours(args) -> int:
         )
 
     print(f"[{args.pair}] {options.mode} mode, {args.tokens} tokens, median of {args.repeats}; every draft accepted;"
-          f" argmax taken ({taken()}); by default the drafter overlaps the verify: {options.drafter_overlaps}")  # fmt: skip
+          f" argmax taken ({taken()}); by default the drafter overlaps the verify: {options.acceleration().overlap_drafter}")  # fmt: skip
     print(
         "| pair | depth | drafter steps | probabilities | argmax | tok/s | ms/round | c | c_floor | c / c_floor "
         "| Python ms/round | Python share | speedup over plain | of the ideal (k+1)/c_floor | launch ms/round | of it, the drafter's feed |"
