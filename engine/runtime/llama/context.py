@@ -11,8 +11,6 @@ import ctypes
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
 import llama_cpp.llama_cpp as llama
 import numpy as np
@@ -23,25 +21,9 @@ from engine.runtime.llama.backend import clear_log, llama_reason
 from engine.runtime.llama.devicegreedy import DeviceGreedy
 from engine.runtime.llama.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.llama.observers import BatchObservers
-from engine.runtime.llama.options import KV_TYPES, RuntimeOptions
+from engine.runtime.llama.options import KV_TYPES, LoadedModel, RuntimeOptions
 from engine.runtime.protocol import BatchObserver
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
-
-if TYPE_CHECKING:
-    from engine.runtime.gguf import GGUFInfo
-
-
-class LoadedModel(Protocol):
-    """What a context needs of its model (engine.runtime.llama.model.Model): its llama.cpp pointer and header."""
-
-    ptr: object
-    path: Path
-    info: GGUFInfo
-    options: RuntimeOptions
-    vocab_only: bool
-    n_vocab: int
-    n_ctx_train: int
-    name: str
 
 
 class Context:

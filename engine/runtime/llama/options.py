@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
+from engine.runtime.gguf import GGUFInfo
 from engine.runtime.llama.backend import default_threads, offloads_to_cuda, offloads_to_gpu
 from engine.runtime.protocol import Acceleration
 
@@ -97,3 +100,16 @@ def _resolve(options: RuntimeOptions, on_gpu: bool, on_cuda: bool) -> Accelerati
         guess_outcome=overlap_drafter if options.guess_outcome is None else options.guess_outcome and overlap_drafter,
         steady_draft_shape=on_gpu if options.steady_draft_shape is None else options.steady_draft_shape,
     )
+
+
+class LoadedModel(Protocol):
+    """What a context needs of its model (engine.runtime.llama.model.Model): its llama.cpp pointer and header."""
+
+    ptr: object
+    path: Path
+    info: GGUFInfo
+    options: RuntimeOptions
+    vocab_only: bool
+    n_vocab: int
+    n_ctx_train: int
+    name: str
