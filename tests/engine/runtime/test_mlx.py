@@ -268,3 +268,38 @@ def test_the_same_tokens_and_drafts_as_mlx_lms_own_speculative_decoding(target, 
     assert [d for _, d in theirs[:compared]] == [e.kind is A for e in ours[1 : 1 + compared]]
     if seed == 0:  # the target drafting for itself: `depth` drafts kept, then the bonus, every round
         assert [d for _, d in theirs[:compared]] == [i % (depth + 1) != depth for i in range(compared)]
+
+
+def test_a_folder_with_a_tokenizer_loads_through_mlx_lm_and_spells_bytes(tmp_path: Path):
+    """A byte-level BPE trained here (tokenizers) beside the weights: mlx_lm.utils.load takes the folder
+    whole; end of generation is the tokenizer's end of sequence, and each token's piece is its bytes,
+    half a UTF-8 character too."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, pre_tokenizers, trainers
+
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(vocab_size=280, initial_alphabet=alphabet, special_tokens=["<|endoftext|>"])
+    bpe.train_from_iterator(["héllo world, the mill on the river"] * 20, trainer)
+    bpe.save(str(tmp_path / "tokenizer.json"))
+    settings = {"eos_token": "<|endoftext|>", "tokenizer_class": "PreTrainedTokenizerFast"}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(settings))
+    args = qwen2_args()
+    args.vocab_size = bpe.get_vocab_size()
+    mx.random.seed(0)
+    module = qwen2.Model(args)
+    mx.save_safetensors(str(tmp_path / "model.safetensors"), dict(tree_flatten(module.parameters())))
+    (tmp_path / "config.json").write_text(json.dumps(asdict(args)))
+
+    model = MlxModel.load(tmp_path)
+    assert model.tokenizer is not None and model.n_vocab == args.vocab_size
+    eos = bpe.token_to_id("<|endoftext|>")
+    assert model.eog_tokens() == (eos,) and model.is_eog(eos) and model.piece(eos) == b""
+    ids = model.tokenize("héllo world")
+    assert b"".join(model.piece(t) for t in ids) == "héllo world".encode()
+    half = bpe.token_to_id("Ã")  # the byte 0xC3: the first half of "é"
+    assert model.piece(half) == b"\xc3"
+    ctx = model.new_context()
+    assert ctx.decode(ids, all_logits=False).shape == (1, args.vocab_size)
