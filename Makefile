@@ -44,7 +44,7 @@ $(PY):
 	$(PIP) install --quiet --upgrade pip
 
 $(INSTALLED): pyproject.toml | $(PY)
-	$(PIP) install -e ".[gui,test,bench,models]"
+	$(PIP) install -e ".[gui,test,bench,models,mlx]"
 	touch $@
 
 models: $(INSTALLED)

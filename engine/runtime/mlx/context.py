@@ -1,0 +1,241 @@
+"""An MLX context as a RuntimeContext: mlx-lm's prompt cache, a decode that hands back rows, a rewind.
+
+A decode runs the model on a [1, n] batch and evaluates it (mx.eval); its rows come back as a
+float32 numpy array of their own. Rewind is the cache's own trim (mlx_lm.models.cache), which a
+KV cache does and a recurrent layer's state (a hybrid model's) cannot: such a context says so
+and decodes without speculation until snapshots come.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, Protocol
+
+import mlx.core as mx
+import numpy as np
+from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
+
+from engine.errors import Cancelled, ContextFullError, RuntimeFailure
+from engine.runtime.contexts import common_prefix
+from engine.runtime.mlx.options import MlxOptions
+from engine.runtime.protocol import BatchObserver
+
+if TYPE_CHECKING:
+    import mlx.nn as nn
+
+    from engine.runtime.side import SideWork
+
+
+class LoadedModel(Protocol):
+    """What a context needs of its model (engine.runtime.mlx.model.MlxModel): the module and its limits."""
+
+    module: nn.Module
+    name: str
+    n_vocab: int
+    n_ctx_train: int
+
+
+class MlxContext:
+    """One inference context on an MLX model (a RuntimeContext): its prompt cache, its rows, timing."""
+
+    def __init__(self, model: LoadedModel, options: MlxOptions, max_rows: int = 1) -> None:
+        self.model = model
+        self.options = options
+        self.acceleration = options.acceleration()  # resolved once: none on MLX yet
+        self.n_ctx = min(options.n_ctx, model.n_ctx_train)
+        self.max_rows = max_rows
+        self.tokens: list[int] = []  # what the cache holds, position by position
+        self.decode_s = 0.0  # time inside the model's call and mx.eval, the rows' copy to numpy too
+        self._cache: list[Any] | None = make_prompt_cache(model.module)
+        # A layer whose cache cannot drop a suffix holds a recurrent state (a hybrid model's
+        # linear-attention or state-space layers): undoing a draft needs snapshots, a later step.
+        self.has_state = not can_trim_prompt_cache(self._cache)
+        self.rollback_depth = 0 if self.has_state else max_rows - 1
+        self._fed: np.ndarray | None = None  # a fed batch's row, until collected
+        self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
+        self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def can_rewind(self) -> bool:
+        """Whether a verify batch of max_rows can be undone down to its first row."""
+        return self.rollback_depth >= self.max_rows - 1
+
+    def describe_rollback(self) -> str:
+        """How this context undoes a rejected draft, in a sentence."""
+        if not self.has_state:
+            return "Rejected drafts are trimmed from the KV cache."
+        return (
+            f"{self.model.name} keeps a recurrent state that the MLX runtime cannot roll back yet, "
+            "so it decodes without speculation."
+        )
+
+    def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
+        """Decode tokens at the next positions; their rows (all_logits) or the last, as float32.
+
+        The array is this decode's own. `side` work runs after the decode, before its rows are
+        handed back, as on a CPU: MLX's lazy evaluation overlapping it is for later.
+        """
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("nothing to decode")
+        if all_logits and n > self.max_rows:
+            raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
+        cache = self._open_cache()
+        if self.n_past + n > self.n_ctx:
+            raise ContextFullError(
+                f"the context window is full ({self.n_ctx:,} tokens): start a new conversation "
+                "or load the model with a larger context."
+            )
+        self._fed = None
+        if side is not None:
+            side.run_reading(self)
+        rows: np.ndarray | None = None
+        step = max(self.options.prefill_chunk, self.max_rows)  # a verify batch is never split
+        for start in range(0, n, step):
+            if self._cancelled is not None and self._cancelled():
+                self._prefilled = None
+                raise Cancelled("Stopped.")
+            chunk = tokens[start : start + step]
+            last = start + len(chunk) == n
+            t0 = time.perf_counter()
+            logits = self.model.module(mx.array(chunk, dtype=mx.uint32)[None], cache=cache)
+            if last:
+                out = logits[0] if all_logits else logits[0, -1:]
+                mx.eval(out)
+                rows = np.array(out.astype(mx.float32), copy=True)
+            else:
+                mx.eval([c.state for c in cache])
+            self.decode_s += time.perf_counter() - t0
+            self.tokens.extend(chunk)
+        if side is not None and not side.running:
+            side.run()
+        assert rows is not None
+        return rows
+
+    def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
+        """Decode at once and keep the row for `collect`: nothing on MLX computes on behind the host yet."""
+        row = self.decode(tokens, all_logits=False, side=side)
+        self._fed = row
+
+    @property
+    def unread(self) -> bool:
+        """Whether the latest decode was fed and its row is still to be collected."""
+        return self._fed is not None
+
+    def collect(self, side: SideWork | None = None) -> np.ndarray:
+        """The row of the latest fed batch."""
+        row, self._fed = self._fed, None
+        if row is None:
+            raise RuntimeFailure("no fed batch to read")
+        if side is not None and not side.running:
+            side.run()
+        return row
+
+    def rewind(self, keep: int) -> None:
+        """Forget every position from `keep` on: each layer's cache trimmed (mlx-lm's trim)."""
+        if keep >= len(self.tokens):
+            return
+        if keep <= 0:
+            self.clear()  # a fresh cache: any layer, a recurrent state too, starts again
+            return
+        cache = self._open_cache()
+        if self.has_state:
+            raise RuntimeFailure(
+                f"{self.model.name} keeps a recurrent state that the MLX runtime cannot roll back yet: "
+                f"it cannot go back to position {keep:,}; start a new conversation."
+            )
+        t0 = time.perf_counter()
+        drop = len(self.tokens) - keep
+        trimmed = trim_prompt_cache(cache, drop)
+        self.decode_s += time.perf_counter() - t0
+        if trimmed != drop:
+            raise RuntimeFailure(f"{self.model.name}'s cache could trim {trimmed} of {drop} positions.")
+        del self.tokens[keep:]
+        self._fed = None  # a fed batch's row is for a position no longer held
+        if self._prefilled is not None and keep < len(self._prefilled[0]):
+            self._prefilled = None  # the prompt's pass is no longer whole in the cache
+
+    def sync(self, tokens: list[int]) -> int:
+        """Make the cache hold exactly `tokens`, keeping the longest common prefix; tokens decoded."""
+        same = common_prefix(self.tokens, tokens)
+        self.rewind(same)
+        rest = tokens[same:]
+        if rest:
+            self.decode(rest, all_logits=False)
+        return len(rest)
+
+    def prefill(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+        """Make the cache hold `tokens`; the last token's row (a copy) and how many were decoded.
+
+        As the llama.cpp context: the tokens the cache lacks are decoded in one pass, the last among
+        them, and the same prompt again hands back the row its pass gave.
+        """
+        same = common_prefix(self.tokens, tokens)
+        if same == len(tokens) and self._prefilled is not None and self._prefilled[0] == tokens:
+            self.rewind(same)
+            return self._prefilled[1].copy(), 0
+        same = min(same, len(tokens) - 1)  # the last token needs its row
+        self.rewind(same)
+        row = self.decode(tokens[same:], all_logits=False)[-1].copy()
+        self._prefilled = (list(tokens), row)
+        return row.copy(), len(tokens) - same
+
+    def clear(self) -> None:
+        self._open_cache()
+        self._cache = make_prompt_cache(self.model.module)
+        self.tokens.clear()
+        self._fed = None
+        self._prefilled = None
+
+    def close(self) -> None:
+        self._cache = None
+        self._fed = self._prefilled = None
+
+    def _open_cache(self) -> list[Any]:
+        if self._cache is None:
+            raise RuntimeFailure("this model context was closed")
+        return self._cache
+
+    @contextmanager
+    def stoppable(self, cancelled: Callable[[], bool]) -> Iterator[None]:
+        """Decodes inside end as soon as `cancelled()` says so, between a long prefill's chunks
+        (MLX evaluates a chunk's graph whole), raising Cancelled."""
+        self._cancelled = cancelled
+        try:
+            yield
+        finally:
+            self._cancelled = None
+
+    def observe_batches(self, observer: BatchObserver, hidden_states: bool = True) -> Callable[[], None]:
+        """Not yet on MLX: drafters that read the target's hidden states (MTP, EAGLE-3, DFlash) come later."""
+        raise RuntimeFailure(
+            f"the MLX runtime cannot hand {self.model.name}'s hidden states to a drafter yet: "
+            "choose a draft model or n-grams."
+        )
+
+    def observers_paused(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    # The accelerations' seams: none on MLX yet (MlxOptions.acceleration says why).
+
+    def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
+        return None
+
+    def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
+        return None
+
+    @property
+    def keeps_rows(self) -> bool:
+        return False
+
+    def keep_banned(self, banned: tuple[int, ...]) -> None:
+        """Nothing to do: no row stays on the device."""
+
+    def kept_row(self, position: int, out: np.ndarray) -> np.ndarray:
+        raise RuntimeFailure("the MLX runtime keeps no rows on the device.")

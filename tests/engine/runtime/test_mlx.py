@@ -1,0 +1,305 @@
+"""The MLX runtime behind the runtime protocol: the same round (engine.speculative) and the same draft
+model (ModelDrafter) on mlx-lm's own model classes, against MLX's forward pass and mlx-lm's own
+speculative decoding. Fast: tiny random-weight qwen2 models built here, on MLX's CPU backend."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+mx = pytest.importorskip("mlx.core")
+pytest.importorskip("mlx_lm")
+
+from mlx.utils import tree_flatten  # noqa: E402
+from mlx_lm.generate import speculative_generate_step  # noqa: E402
+from mlx_lm.models import mamba, qwen2  # noqa: E402
+
+from engine.depth import FixedDepth  # noqa: E402
+from engine.drafting import ModelDrafter  # noqa: E402
+from engine.errors import Cancelled, RuntimeFailure  # noqa: E402
+from engine.events import RunStats, TokenEvent, TokenKind  # noqa: E402
+from engine.rounds import GenerationConfig, Prefill  # noqa: E402
+from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
+from engine.runtime.protocol import Acceleration  # noqa: E402
+from engine.speculative import generate  # noqa: E402
+
+VOCAB = 97
+PROMPT = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]
+N_TOKENS = 32
+A, R, B, P = TokenKind.ACCEPTED, TokenKind.REPLACED, TokenKind.BONUS, TokenKind.PLAIN
+# A batch of rows against as many one-row decodes: on MLX's CPU backend they came out bit-identical
+# (a difference of 0.0 measured); the bound leaves room for another backend's reductions.
+BATCH_TOLERANCE = 1e-4
+
+
+def qwen2_args() -> qwen2.ModelArgs:
+    return qwen2.ModelArgs(
+        model_type="qwen2",
+        hidden_size=64,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        num_attention_heads=4,
+        rms_norm_eps=1e-6,
+        vocab_size=VOCAB,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
+
+
+def build(seed: int) -> qwen2.Model:
+    """A tiny qwen2 with random weights, the same for the same seed."""
+    mx.random.seed(seed)
+    module = qwen2.Model(qwen2_args())
+    mx.eval(module.parameters())
+    return module
+
+
+@pytest.fixture(scope="module")
+def target() -> MlxModel:
+    return MlxModel(build(0), VOCAB, "target")
+
+
+def tokens(events: list) -> list[TokenEvent]:
+    return [e for e in events if isinstance(e, TokenEvent)]
+
+
+def reply(target: MlxModel, drafter_model: MlxModel | None, depth: int, n_tokens: int = N_TOKENS) -> list:
+    """One reply's events, as tests/engine/test_round_fast.py's `reply` runs it: prefill, then the rounds."""
+    ctx = target.new_context(max_rows=7)
+    drafter = ModelDrafter(drafter_model, max_depth=6) if drafter_model is not None else None
+    first_row, prefilled = ctx.prefill(PROMPT)
+    if drafter is not None:
+        drafter.prefill(PROMPT)
+    cfg = GenerationConfig(max_tokens=n_tokens, depth=depth)
+    policy = FixedDepth(depth)
+    prefill = Prefill(prefilled, 0.0, first_row)
+    events = list(generate(ctx, drafter, policy, list(PROMPT), cfg, prefill=prefill))
+    assert ctx.tokens == [*PROMPT, *[t.token_id for t in tokens(events)]][:-1]  # rewound to what was kept
+    return events
+
+
+def test_options_ask_for_no_acceleration_and_a_test_model_has_no_tokenizer(target):
+    assert target.options.acceleration() == Acceleration()
+    assert target.eog_tokens() == () and not target.is_eog(0)
+    assert target.piece(42) == b"<42>"
+    ctx = target.new_context(max_rows=5)
+    assert isinstance(ctx, MlxContext) and ctx.acceleration == Acceleration()
+    assert not ctx.has_state and ctx.can_rewind and ctx.rollback_depth == 4
+    assert ctx.device_choices() is None and ctx.device_parts(np.zeros((1, VOCAB))) is None and not ctx.keeps_rows
+    assert ctx.n_ctx == 512  # the model's own limit, under the options' 4,096
+
+
+def test_rows_are_the_models_own_forward_pass(target):
+    ctx = target.new_context(max_rows=len(PROMPT))
+    rows = ctx.decode(PROMPT, all_logits=True)
+    own = target.module(mx.array(PROMPT)[None])[0]  # no cache: the plain forward pass
+    assert rows.dtype == np.float32 and rows.shape == (len(PROMPT), VOCAB)
+    np.testing.assert_allclose(rows, np.array(own), rtol=0, atol=BATCH_TOLERANCE)
+    assert ctx.tokens == PROMPT and ctx.n_past == len(PROMPT) and ctx.decode_s > 0
+
+
+def test_a_batch_of_rows_equals_as_many_one_row_decodes(target):
+    batch = target.new_context(max_rows=len(PROMPT)).decode(PROMPT, all_logits=True)
+    single = target.new_context()
+    one_by_one = np.concatenate([single.decode([t], all_logits=False) for t in PROMPT])
+    assert np.abs(batch - one_by_one).max() <= BATCH_TOLERANCE
+    assert list(batch.argmax(axis=1)) == list(one_by_one.argmax(axis=1))
+
+
+def test_rewind_then_decode_again_gives_the_same_rows(target):
+    ctx = target.new_context(max_rows=5)
+    ctx.decode(PROMPT[:6], all_logits=False)
+    before = ctx.decode(PROMPT[6:], all_logits=True)
+    ctx.rewind(6)
+    assert ctx.tokens == PROMPT[:6]
+    again = ctx.decode(PROMPT[6:], all_logits=True)
+    np.testing.assert_array_equal(again, before)
+    ctx.rewind(3)  # further back than one batch: a KV cache trims any suffix
+    ctx.decode(PROMPT[3:6], all_logits=False)
+    np.testing.assert_array_equal(ctx.decode(PROMPT[6:], all_logits=True), before)
+
+
+def test_prefill_sync_feed_and_collect_keep_the_contract(target):
+    ctx = target.new_context(max_rows=3)
+    row, decoded = ctx.prefill(PROMPT)
+    assert decoded == len(PROMPT) and row.shape == (VOCAB,)
+    again, decoded = ctx.prefill(PROMPT)  # the same prompt: its pass's row, nothing decoded
+    assert decoded == 0 and np.array_equal(again, row) and ctx.tokens == PROMPT
+    assert ctx.sync([*PROMPT[:4], 7, 8]) == 2 and ctx.tokens == [*PROMPT[:4], 7, 8]
+    ctx.feed([9])
+    assert ctx.unread
+    fed = ctx.collect()
+    assert not ctx.unread and fed.shape == (1, VOCAB)
+    with pytest.raises(RuntimeFailure):
+        ctx.collect()
+    with pytest.raises(ValueError):
+        ctx.decode([1, 2, 3, 4], all_logits=True)  # more rows than the context was made for
+    ctx.clear()
+    assert ctx.tokens == [] and ctx.n_past == 0
+    ctx.close()
+    with pytest.raises(RuntimeFailure, match="closed"):
+        ctx.decode([1], all_logits=False)
+
+
+def test_a_long_prefill_stops_between_chunks_when_cancelled():
+    model = MlxModel(build(0), VOCAB, "target", options=MlxOptions(prefill_chunk=4))
+    ctx = model.new_context()
+    asked = []
+
+    def cancelled() -> bool:
+        asked.append(ctx.n_past)
+        return len(asked) > 2  # the third chunk's check says stop
+
+    with ctx.stoppable(cancelled), pytest.raises(Cancelled):
+        ctx.decode(PROMPT, all_logits=False)
+    assert ctx.tokens == PROMPT[:8] and asked == [0, 4, 8]  # the chunks done stay in the cache
+    with pytest.raises(RuntimeFailure, match="hidden states"):
+        ctx.observe_batches(lambda *_: None)
+
+
+def test_a_folder_saved_and_loaded_back_gives_identical_rows(target, tmp_path: Path):
+    """config.json + model.safetensors, no tokenizer: mlx-lm's load() needs one (transformers makes it
+    from the folder's files), so MlxModel loads the weights alone through mlx_lm.utils.load_model."""
+    mx.save_safetensors(str(tmp_path / "model.safetensors"), dict(tree_flatten(target.module.parameters())))
+    (tmp_path / "config.json").write_text(json.dumps(asdict(qwen2_args())))
+    loaded = MlxModel.load(tmp_path)
+    assert loaded.n_vocab == VOCAB and loaded.name == tmp_path.name and loaded.tokenizer is None
+    mine = target.new_context(max_rows=len(PROMPT)).decode(PROMPT, all_logits=True)
+    theirs = loaded.new_context(max_rows=len(PROMPT)).decode(PROMPT, all_logits=True)
+    np.testing.assert_array_equal(theirs, mine)
+
+
+def test_a_recurrent_model_says_it_cannot_rewind():
+    mx.random.seed(0)
+    args = mamba.ModelArgs(
+        model_type="mamba",
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        state_size=8,
+        num_hidden_layers=1,
+        conv_kernel=4,
+        use_bias=False,
+        use_conv_bias=True,
+        time_step_rank=4,
+    )
+    model = MlxModel(mamba.Model(args), VOCAB, "tiny-mamba", n_ctx_train=512)
+    ctx = model.new_context(max_rows=3)
+    assert ctx.has_state and ctx.rollback_depth == 0 and not ctx.can_rewind
+    assert "cannot roll back" in ctx.describe_rollback()
+    ctx.decode(PROMPT, all_logits=False)
+    with pytest.raises(RuntimeFailure, match="cannot roll back"):
+        ctx.rewind(4)
+    ctx.rewind(0)  # back to nothing: a fresh cache, which any layer can start
+    assert ctx.tokens == []
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_the_model_drafting_for_itself_writes_what_it_writes_alone(target, depth):
+    plain = [t.token_id for t in tokens(reply(target, None, 0))]
+    events = reply(target, MlxModel(build(0), VOCAB, "drafter"), depth)
+    assert [t.token_id for t in tokens(events)] == plain
+    kinds = [t.kind for t in tokens(events)]
+    # every draft accepted, then the bonus; the last rounds draft what room is left (none: plain)
+    expected, written = [P], 1
+    while written < N_TOKENS:
+        k = min(depth, N_TOKENS - written - 1)
+        expected += [A] * k + [B if k else P]
+        written += k + 1
+    assert kinds == expected
+    stats = events[-1]
+    assert isinstance(stats, RunStats) and stats.generated_tokens == N_TOKENS
+
+
+def expected_kinds(written: list[int], drafter: MlxModel, depth: int) -> list[TokenKind]:
+    """Each token's provenance from the plain reply and the drafter's own greedy chain, round by round."""
+    history, kinds, pos = [*PROMPT, written[0]], [P], 1
+    while pos < len(written):
+        k = min(depth, len(written) - pos - 1)
+        ctx = drafter.new_context()
+        proposed = []
+        row = ctx.decode(history, all_logits=False)
+        for _ in range(k):
+            proposed.append(int(row[-1].argmax()))
+            row = ctx.decode(proposed[-1:], all_logits=False)
+        kept = 0
+        while kept < k and proposed[kept] == written[pos + kept]:
+            kept += 1
+        kinds += [A] * kept + ([B] if kept == k and k else [R] if k else [P])
+        pos += kept + 1
+        history = [*PROMPT, *written[:pos]]
+    return kinds[: len(written)]
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_a_drafter_that_disagrees_changes_nothing_but_the_provenance(target, depth):
+    plain = [t.token_id for t in tokens(reply(target, None, 0))]
+    other = MlxModel(build(1), VOCAB, "other")
+    events = reply(target, other, depth)
+    assert [t.token_id for t in tokens(events)] == plain
+    kinds = [t.kind for t in tokens(events)]
+    assert kinds == expected_kinds(plain, other, depth)
+    assert R in kinds  # a different model's drafts are refused somewhere
+    for t in tokens(events):
+        if t.kind is R:
+            assert t.rejected_id is not None and t.rejected_id != t.token_id
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("depth", [2, 3])
+def test_the_same_tokens_and_drafts_as_mlx_lms_own_speculative_decoding(target, seed, depth):
+    """mlx-lm's speculative_generate_step drafts `num_draft_tokens` a round (as many as are left to
+    write, at most) from the prompt's last token; our round 0 is the prompt's own row, so it is
+    given the prompt and our first token: then its rounds are ours, and its from_draft tokens our
+    ACCEPTED ones. Our last rounds draft fewer to leave room for the bonus: compared before them."""
+    drafter = MlxModel(build(seed), VOCAB, "drafter")
+    ours = tokens(reply(target, drafter, depth))
+    prompt = mx.array([*PROMPT, ours[0].token_id])
+    steps = speculative_generate_step(
+        prompt, target.module, drafter.module, num_draft_tokens=depth, max_tokens=N_TOKENS + depth
+    )
+    theirs = [(int(t), bool(from_draft)) for t, _, from_draft in steps]
+    compared = N_TOKENS - depth - 2  # ours[1 : N_TOKENS - depth - 1]: the rounds drafted at full depth
+    assert [t for t, _ in theirs[:compared]] == [e.token_id for e in ours[1 : 1 + compared]]
+    assert [d for _, d in theirs[:compared]] == [e.kind is A for e in ours[1 : 1 + compared]]
+    if seed == 0:  # the target drafting for itself: `depth` drafts kept, then the bonus, every round
+        assert [d for _, d in theirs[:compared]] == [i % (depth + 1) != depth for i in range(compared)]
+
+
+def test_a_folder_with_a_tokenizer_loads_through_mlx_lm_and_spells_bytes(tmp_path: Path):
+    """A byte-level BPE trained here (tokenizers) beside the weights: mlx_lm.utils.load takes the folder
+    whole; end of generation is the tokenizer's end of sequence, and each token's piece is its bytes,
+    half a UTF-8 character too."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, pre_tokenizers, trainers
+
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(vocab_size=280, initial_alphabet=alphabet, special_tokens=["<|endoftext|>"])
+    bpe.train_from_iterator(["héllo world, the mill on the river"] * 20, trainer)
+    bpe.save(str(tmp_path / "tokenizer.json"))
+    settings = {"eos_token": "<|endoftext|>", "tokenizer_class": "PreTrainedTokenizerFast"}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(settings))
+    args = qwen2_args()
+    args.vocab_size = bpe.get_vocab_size()
+    mx.random.seed(0)
+    module = qwen2.Model(args)
+    mx.save_safetensors(str(tmp_path / "model.safetensors"), dict(tree_flatten(module.parameters())))
+    (tmp_path / "config.json").write_text(json.dumps(asdict(args)))
+
+    model = MlxModel.load(tmp_path)
+    assert model.tokenizer is not None and model.n_vocab == args.vocab_size
+    eos = bpe.token_to_id("<|endoftext|>")
+    assert model.eog_tokens() == (eos,) and model.is_eog(eos) and model.piece(eos) == b""
+    ids = model.tokenize("héllo world")
+    assert b"".join(model.piece(t) for t in ids) == "héllo world".encode()
+    half = bpe.token_to_id("Ã")  # the byte 0xC3: the first half of "é"
+    assert model.piece(half) == b"\xc3"
+    ctx = model.new_context()
+    assert ctx.decode(ids, all_logits=False).shape == (1, args.vocab_size)
