@@ -4,7 +4,7 @@
 speak to; `Context`, `Model` and `RuntimeOptions` are llama.cpp's, the runtime a program loads.
 """
 
-from engine.runtime.contexts import common_prefix, stoppable
+from engine.runtime.contexts import common_prefix
 from engine.runtime.llama import (
     Context,
     Model,
@@ -27,6 +27,5 @@ __all__ = [
     "default_threads",
     "runtime_version",
     "set_verbose",
-    "stoppable",
     "system_info",
 ]

@@ -1,19 +1,6 @@
-"""What works over any context: stopping several at once, and the shared prefix of two token lists."""
+"""What works over any context: the shared prefix of two token lists."""
 
 from __future__ import annotations
-
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
-
-
-@contextmanager
-def stoppable(contexts: Iterable[object], cancelled: Callable[[], bool]) -> Iterator[None]:
-    """Context.stoppable on each of `contexts` that is an open Context (the rest, e.g. None, skipped)."""
-    with ExitStack() as stack:
-        for ctx in contexts:
-            if getattr(ctx, "ptr", None) and hasattr(ctx, "stoppable"):
-                stack.enter_context(ctx.stoppable(cancelled))
-        yield
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
