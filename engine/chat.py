@@ -15,7 +15,7 @@ import jinja2
 from jinja2.sandbox import SecurityError
 
 from engine.errors import ChatTemplateError, ContextFullError, DraftlightError
-from engine.runtime import Model
+from engine.runtime.protocol import TextModel
 from engine.templating import MAX_ITEMS, RENDER_SECONDS, RenderBudget, Sandbox, TooLarge
 
 CHATML_TEMPLATE = (
@@ -174,16 +174,16 @@ class StopMatcher:
         return released
 
 
-def template_for(model: Model) -> ChatTemplate:
+def template_for(model: TextModel) -> ChatTemplate:
     """The model's own chat template (ChatML if it has none), with its BOS/EOS strings."""
     return ChatTemplate(
-        model.info.chat_template,
+        model.chat_template,
         bos_token=model.display(model.bos) if model.bos >= 0 else "",
         eos_token=model.display(model.eos) if model.eos >= 0 else "",
     )
 
 
-def check_fits(model: Model, size: int, max_tokens: int, unit: str = "bytes") -> None:
+def check_fits(model: TextModel, size: int, max_tokens: int, unit: str = "bytes") -> None:
     """Refuse `size` bytes (or characters, each at least a byte) of text that `max_tokens` tokens cannot spell."""
     # A text no longer than the context in bytes always passes: the vocabulary is scanned only past that.
     if size > max_tokens and size > max_tokens * model.longest_piece:
@@ -194,7 +194,7 @@ def check_fits(model: Model, size: int, max_tokens: int, unit: str = "bytes") ->
         )
 
 
-def tokenize_prompt(model: Model, rendered: str, max_tokens: int | None = None) -> list[int]:
+def tokenize_prompt(model: TextModel, rendered: str, max_tokens: int | None = None) -> list[int]:
     """Rendered chat text to tokens, special tokens parsed; BOS added where the model wants it.
 
     With `max_tokens` (the context), text that cannot fit is refused before it is tokenized:

@@ -44,6 +44,13 @@ def _add_runtime_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow CPU weight repacking: faster on some CPUs, but speculation may change greedy text",
     )
+    p.add_argument(
+        "--runtime",
+        choices=("auto", "llama", "mlx"),
+        default="auto",
+        help="llama (llama.cpp, GGUF files) or mlx (MLX folders; a GGUF file is converted once); "
+        "auto (default): the target's format decides",
+    )
     p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")
 
 
@@ -71,7 +78,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
     progress = None if args.json else terminal_progress()
     # At Auto depth, a pair that cannot beat plain decoding on this box loads (or, once its
     # first reply has measured the box, reloads) as a plain target on the fastest settings.
-    engine = Engine.load(args.target, args.drafter, _runtime_options(args), progress, go_plain=args.depth == AUTO)
+    engine = Engine.load(
+        args.target, args.drafter, _runtime_options(args), progress, go_plain=args.depth == AUTO, runtime=args.runtime
+    )
     if args.drafter == "auto" and engine.verdict is not None and not args.json:
         print(engine.verdict.explain(), file=sys.stderr)  # what auto found, and why it fits
     policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box
@@ -171,6 +180,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from engine.chat import Message, template_for, tokenize_prompt
     from engine.measure.probe import batch_invariance
     from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose, system_info
+    from engine.runtime.loading import chosen_runtime, load_model
 
     set_verbose(args.verbose)
     print(f"runtime: {runtime_version()}")
@@ -182,6 +192,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     # Past 512 cached positions llama.cpp's CPU attention changes path for a single row,
     # so the probe looks at a short context and at a long one.
     contexts = {"short context": args.prompt, "long context": f"Summarize these articles.\n\n{ARTICLE}\n{ARTICLE}"}
+    if chosen_runtime(path, args.runtime) == "mlx":  # one way to run a batch: probe it as it is
+        model = load_model(path, "mlx", RuntimeOptions(n_ctx=args.ctx), terminal_progress())
+        print(f"mlx: {model.options.runtime_version()}")
+        ctx = model.new_context(max_rows=args.rows)
+        for name, text in contexts.items():
+            prompt = tokenize_prompt(model, template_for(model).render([Message("user", text)]))
+            result = batch_invariance(ctx, prompt, rows=args.rows)
+            print(f"{model.options.mode} ({model.describe()}), {name} ({len(prompt)} tokens): {result.describe()}")
+        ctx.close()
+        return 0
     for exact in (True, False):
         options = RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=exact)
         model = Model(path, options)

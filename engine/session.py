@@ -23,7 +23,11 @@ from engine.models.compat import Verdict, check
 from engine.models.discover import discover
 from engine.reporting import run_stats
 from engine.rounds import GenerationConfig, Prefill
-from engine.runtime import Context, Model, RuntimeOptions
+from engine.runtime import Model, RuntimeOptions
+from engine.runtime.formats import LLAMA, MLX
+from engine.runtime.loading import AUTO as AUTO_RUNTIME
+from engine.runtime.loading import chosen_runtime, load_model, runtime_of
+from engine.runtime.protocol import RuntimeContext, TextModel
 from engine.speculative import generate
 
 ProfileProgress = Callable[[str], None]  # a sentence at a time while a box profile is measured
@@ -32,12 +36,14 @@ ProfileProgress = Callable[[str], None]  # a sentence at a time while a box prof
 class Engine:
     """A loaded target and drafter. One reply streams at a time."""
 
-    def __init__(self, target: Model, drafter: Drafter | None, options: RuntimeOptions, verdict: Verdict | None = None):
-        self.options = options
+    def __init__(
+        self, target: TextModel, drafter: Drafter | None, options: RuntimeOptions, verdict: Verdict | None = None
+    ):
+        self.options = options  # what was asked for; the target's own (target.options) are its runtime's
         self.target = target
         self.drafter = drafter
         self.verdict = verdict
-        self.ctx = Context(target, options, max_rows=MAX_DEPTH + 1)
+        self.ctx: RuntimeContext = target.new_context(max_rows=MAX_DEPTH + 1)
         self.template = template_for(target)
         self._auto: AutoDepth | None = None  # built on the first Auto reply, kept for the pair
         # Where the box profile says no depth could beat plain decoding (a draft model on a
@@ -55,18 +61,22 @@ class Engine:
         options: RuntimeOptions | None = None,
         progress: catalog.Progress | None = None,
         go_plain: bool = False,
+        runtime: str = AUTO_RUNTIME,
     ) -> Engine:
         """Resolve and load a pair; refuse an incompatible drafter with the reason.
 
-        With `go_plain` (replies at Auto depth), a pair whose saved profile says speculation
-        cannot pay here loads as a plain target on the fastest settings, the drafter unloaded.
+        `runtime` is "llama", "mlx" or "auto" (the target's format decides: engine.runtime.loading);
+        the drafter runs on the target's runtime. With `go_plain` (replies at Auto depth), a pair
+        whose saved profile says speculation cannot pay here loads as a plain target on the fastest
+        settings, the drafter unloaded.
         """
         options = options or RuntimeOptions()
         target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, progress)
-        reason = plain_reason_for(target_path, drafter, options) if go_plain else ""
+        chosen = chosen_runtime(target_path, runtime)
+        reason = plain_reason_for(target_path, drafter, options) if go_plain and chosen == LLAMA else ""
         if reason:
             return cls.plain(target_path, options, reason)
-        engine = cls(Model(target_path, options), None, options)
+        engine = cls(load_model(target_path, chosen, options, progress), None, options)
         engine.go_plain = go_plain
         try:
             engine.set_drafter(*load_drafter(engine.target, drafter, options, progress, target_ctx=engine.ctx))
@@ -95,6 +105,11 @@ class Engine:
         self.drafter, self._auto = drafter, None
 
     @property
+    def runtime(self) -> str:
+        """The runtime the pair runs on: "llama" or "mlx"."""
+        return runtime_of(self.target)
+
+    @property
     def auto(self) -> AutoDepth | None:
         """The pair's Auto policy once an Auto reply (or `auto_depth`) has built it."""
         return self._auto
@@ -104,7 +119,7 @@ class Engine:
         if self.drafter is None:
             raise DraftlightError("Auto depth needs a drafter; with none, every round is plain.")
         if self._auto is None:
-            self._auto = auto_depth_for(self.target, self.drafter, self.options, progress)
+            self._auto = auto_depth_for(self.target, self.drafter, self.target.options, progress)
         return self._auto
 
     @property
@@ -121,12 +136,12 @@ class Engine:
 
     def run_plain(self, reason: str) -> None:
         """Drop the drafter and decode on llama.cpp's fastest plain settings (repacked weights, an
-        f16 cache): with no verify batches, exactness is not at stake."""
+        f16 cache): with no verify batches, exactness is not at stake. MLX has one way to run."""
         fast = replace(self.options, exact=False)
-        if fast != self.options:
+        if fast != self.options and self.runtime == LLAMA:
             target = Model(self.target.path, fast)
             try:
-                ctx = Context(target, fast, max_rows=MAX_DEPTH + 1)
+                ctx = target.new_context(max_rows=MAX_DEPTH + 1)
             except BaseException:
                 target.close()
                 raise
@@ -155,7 +170,7 @@ class Engine:
     def describe_rollback(self) -> str:
         """How the target undoes a rejected draft, in a sentence; with its cost here where a profile is saved."""
         said = self.ctx.describe_rollback()
-        profile = saved_target_profile(self.target, self.options)
+        profile = saved_target_profile(self.target, self.target.options)
         if self.ctx.has_state and self.ctx.can_rewind and profile is not None and profile.rollback_s > 0:
             share = profile.rollback_s / profile.target_rows_s[0]
             said += (
@@ -166,11 +181,11 @@ class Engine:
 
     def saved_profile(self) -> BoxProfile | None:
         """This pair's box profile if one is saved (`draftlight tune`, or a first Auto reply)."""
-        return saved_pair_profile(self.target, self.drafter, self.options)
+        return saved_pair_profile(self.target, self.drafter, self.target.options)
 
     def plain_pass_s(self) -> float | None:
         """One plain round of this target on this box, from a saved profile; None where none is saved."""
-        profile = self.saved_profile() or saved_target_profile(self.target, self.options)
+        profile = self.saved_profile() or saved_target_profile(self.target, self.target.options)
         return profile.plain_pass_s if profile else None
 
     @property
@@ -319,16 +334,17 @@ def plain_reason_for(target: Path, drafter: str | Path | None, options: RuntimeO
 
 
 def load_drafter(
-    target: Model,
+    target: TextModel,
     spec: str | Path | None,
     options: RuntimeOptions,
     progress: catalog.Progress | None = None,
     download: bool = True,
-    target_ctx: Context | None = None,
+    target_ctx: RuntimeContext | None = None,
 ) -> tuple[Drafter | None, Verdict | None]:
     """A kind's name ('none', 'ngram', 'mtp'), 'auto', 'default', a catalog name or a path; raises
     IncompatibleDrafter. A file's kind comes from its header (engine.drafting.kinds); 'auto' finds a
-    drafter (engine.models.discover) and the verdict says what it found and why."""
+    drafter (engine.models.discover) and the verdict says what it found and why. A drafter runs on
+    the target's runtime: on MLX a GGUF drafter is converted, as the target was."""
     if spec is None:
         return None, None
     if str(spec) == AUTO_SPEC:
@@ -341,25 +357,41 @@ def load_drafter(
     if keyword is not None and keyword.keyword:
         if keyword.reads_target and target_ctx is None:
             raise ValueError(f"{keyword.words} draft on the target's context: pass target_ctx")
-        return kinds.load(keyword, target_ctx, None, options), None
+        return kinds.load(keyword, target_ctx, None, target.options), None
     path = catalog.resolve(catalog.DEFAULT_DRAFTER if str(spec) == "default" else spec, progress, download)
-    model = Model(path, options)
+    runtime = runtime_of(target)
+    if runtime == MLX and chosen_runtime(path) == LLAMA and not _plain_gguf(path):
+        raise IncompatibleDrafter(
+            f"{path.name} is a {kinds.kind_of_spec(path, path).label} file for llama.cpp, and {target.name} runs on "
+            "MLX: pick the MLX build of that drafter, or load the pair with --runtime llama."
+        )
+    if runtime == LLAMA and chosen_runtime(path) == MLX:
+        raise IncompatibleDrafter(
+            f"{path.name} is an MLX model folder and {target.name} runs on llama.cpp: pick a GGUF drafter, "
+            "or load the pair with --runtime mlx."
+        )
+    model = load_model(path, runtime, options, progress)
     try:
         verdict = check(target, model)
         if not verdict.compatible:
             raise IncompatibleDrafter(verdict.explain())
-        kind = kinds.kind_of_file(model.info, target.info.architecture)
-        if kind is kinds.MODEL and kinds.heads_alone(model.info):
+        kind = kinds.kind_of_file(model.info, target.architecture) if runtime == LLAMA else kinds.MODEL
+        if kind is kinds.MODEL and runtime == LLAMA and kinds.heads_alone(model.info):
             raise IncompatibleDrafter(
-                f"{path.name} holds multi-token-prediction heads for a {model.info.architecture} model, and "
-                f"{target.name} is {target.info.architecture}: it was trained for another target."
+                f"{path.name} holds multi-token-prediction heads for a {model.architecture} model, and "
+                f"{target.name} is {target.architecture}: it was trained for another target."
             )
         if kind.reads_target and target_ctx is None:
             raise IncompatibleDrafter(f"{model.name} reads the target's layers: load it beside a loaded target.")
-        return kinds.load(kind, target_ctx, model, options), verdict
+        return kinds.load(kind, target_ctx, model, model.options), verdict
     except BaseException:
         model.close()
         raise
+
+
+def _plain_gguf(path: Path) -> bool:
+    """A GGUF file of a whole model (not heads, DFlash or EAGLE-3): the kind MLX can take converted."""
+    return kinds.kind_of_spec(path, path) is kinds.MODEL
 
 
 class ChatSession:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.runtime import Model
+from engine.runtime.protocol import TextModel
 
 VOCAB_SIZE_TOLERANCE = 128  # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 FIRST_CHECKED_TOKEN = 5  # llama.cpp's SPEC_VOCAB_CHECK_START_TOKEN_ID
@@ -55,18 +55,18 @@ def _quote(text: str) -> str:
     return repr(text)
 
 
-def _vocab_type(model: Model) -> str:
+def _vocab_type(model: TextModel) -> str:
     return VOCAB_TYPES.get(model.vocab_type, f"of type {model.vocab_type}")
 
 
-def vocabulary_type_rule(target: Model, drafter: Model) -> Rule:
+def vocabulary_type_rule(target: TextModel, drafter: TextModel) -> Rule:
     if target.vocab_type == drafter.vocab_type:
         return Rule("vocabulary type", True, f"Both vocabularies are {_vocab_type(target)}.")
     reason = f"the target's vocabulary is {_vocab_type(target)} and the drafter's is {_vocab_type(drafter)}"
     return Rule("vocabulary type", False, reason[0].upper() + reason[1:] + ".", (reason,))
 
 
-def special_tokens_rule(target: Model, drafter: Model) -> Rule:
+def special_tokens_rule(target: TextModel, drafter: TextModel) -> Rule:
     reasons: list[str] = []
     if target.add_bos != drafter.add_bos:
         reasons.append(
@@ -87,7 +87,7 @@ def special_tokens_rule(target: Model, drafter: Model) -> Rule:
     return Rule("special tokens", True, f"The special tokens agree: {bos}, {eos}.")
 
 
-def size_rule(target: Model, drafter: Model) -> Rule:
+def size_rule(target: TextModel, drafter: TextModel) -> Rule:
     diff = abs(target.n_vocab - drafter.n_vocab)
     if diff > VOCAB_SIZE_TOLERANCE:
         reason = (
@@ -99,7 +99,7 @@ def size_rule(target: Model, drafter: Model) -> Rule:
     return Rule("vocabulary size", True, f"The sizes match: {sizes} (at most {VOCAB_SIZE_TOLERANCE} apart allowed).")
 
 
-def token_texts_rule(target: Model, drafter: Model) -> Rule:
+def token_texts_rule(target: TextModel, drafter: TextModel) -> Rule:
     last = min(target.n_vocab, drafter.n_vocab)
     for i in range(FIRST_CHECKED_TOKEN, last):
         a, b = target.token_text(i), drafter.token_text(i)
@@ -111,7 +111,7 @@ def token_texts_rule(target: Model, drafter: Model) -> Rule:
     )
 
 
-def rules(target: Model, drafter: Model) -> tuple[Rule, ...]:
+def rules(target: TextModel, drafter: TextModel) -> tuple[Rule, ...]:
     """Every rule of llama.cpp's compatibility check, in its order, each with its finding."""
     return (
         vocabulary_type_rule(target, drafter),
@@ -127,6 +127,6 @@ def verdict_of(found: tuple[Rule, ...], max_reasons: int = 4) -> Verdict:
     return Verdict(not reasons, reasons[:max_reasons])
 
 
-def check(target: Model, drafter: Model, max_reasons: int = 4) -> Verdict:
+def check(target: TextModel, drafter: TextModel, max_reasons: int = 4) -> Verdict:
     """Compare vocabularies the way llama.cpp does, and say in words what differs."""
     return verdict_of(rules(target, drafter), max_reasons)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
@@ -45,8 +46,24 @@ class Acceleration:
 
 
 class RunOptions(Protocol):
-    """How a backend loads and runs a model (engine.runtime.llama.RuntimeOptions): opaque to the
-    round but for the accelerations it asks for."""
+    """How a backend loads and runs a model (engine.runtime.llama.RuntimeOptions,
+    engine.runtime.mlx.MlxOptions): opaque to the round but for the accelerations it asks for, and
+    what a box profile is keyed by."""
+
+    runtime: ClassVar[str]  # "llama" or "mlx" (engine.runtime.formats.RUNTIMES)
+    n_ctx: int
+
+    @property
+    def mode(self) -> str:
+        """How exact its batches are asked to be ("exact", "fast"), or its device on MLX."""
+        ...
+
+    @property
+    def threads(self) -> int: ...
+
+    def runtime_version(self) -> str:
+        """The runtime's name and version, for profiles' keys and reports."""
+        ...
 
     def acceleration(self) -> Acceleration:
         """Each acceleration asked for, resolved for this backend and device."""
@@ -77,6 +94,51 @@ class RuntimeModel(Protocol):
         `kept_rows`, a draft model's rows kept on the device in as many slots; on `options` or
         the model's own."""
         ...
+
+
+class TextModel(RuntimeModel, Protocol):
+    """A loaded model with its tokenizer, as chats, templates and the pairing rules see it: what
+    the engine asks of a target or a draft model on any runtime."""
+
+    path: Path | None  # the file or folder it was loaded from
+    architecture: str  # "qwen2", "llama", "qwen3_5", ...
+    n_ctx_train: int
+    bos: int  # -1 for none
+    eos: int
+    add_bos: bool  # whether a prompt starts with `bos`
+    add_eos: bool
+    vocab_type: int  # llama.cpp's numbers: 1 SentencePiece, 2 byte-level BPE, ...
+
+    @property
+    def chat_template(self) -> str | None:
+        """The chat template the model carries, or None."""
+        ...
+
+    @property
+    def state_kind(self) -> str:
+        """ "recurrent", "hybrid" (recurrent and attention layers), or "" (attention alone)."""
+        ...
+
+    @property
+    def longest_piece(self) -> int:
+        """Bytes in the vocabulary's longest token: a bound on what one token can spell."""
+        ...
+
+    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        """Text to token ids; special tokens such as <|im_start|> parsed by default."""
+        ...
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary's own spelling of a token (as stored, e.g. 'Ġthe')."""
+        ...
+
+    def display(self, token: int) -> str:
+        """A token as a person reads it: its text, or its spelling if special."""
+        ...
+
+    def describe(self) -> str: ...
+
+    def close(self) -> None: ...
 
 
 class RuntimeContext(Protocol):

@@ -62,6 +62,16 @@ class Model:
     def name(self) -> str:
         return self.info.name
 
+    @property
+    def chat_template(self) -> str | None:
+        """The chat template the file carries (tokenizer.chat_template), or None."""
+        return self.info.chat_template
+
+    @property
+    def architecture(self) -> str:
+        """general.architecture: "qwen2", "llama", "qwen35", ..."""
+        return self.info.architecture
+
     def describe(self) -> str:
         buf = ctypes.create_string_buffer(256)
         llama.llama_model_desc(self.ptr, buf, len(buf))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from engine.runtime.gguf import GGUFInfo
-from engine.runtime.llama.backend import default_threads, offloads_to_cuda, offloads_to_gpu
+from engine.runtime.llama.backend import default_threads, offloads_to_cuda, offloads_to_gpu, runtime_version
 from engine.runtime.protocol import Acceleration
 
 KV_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
@@ -18,6 +18,7 @@ KV_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
 class RuntimeOptions:
     """How a model is loaded and run."""
 
+    runtime: ClassVar[str] = "llama"
     n_ctx: int = 4096
     n_batch: int = 512  # prompt tokens per prefill batch
     n_threads: int = 0  # 0: default_threads()
@@ -80,6 +81,9 @@ class RuntimeOptions:
     @property
     def mode(self) -> str:
         return "exact" if self.exact else "fast"
+
+    def runtime_version(self) -> str:
+        return runtime_version()
 
     @property
     def kv_type(self) -> str:

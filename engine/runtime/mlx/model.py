@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import mlx.nn as nn
 
@@ -31,6 +31,8 @@ class MlxModel:
         tokenizer: Any | None = None,
         options: MlxOptions | None = None,
         n_ctx_train: int | None = None,
+        path: Path | None = None,
+        architecture: str = "",
     ) -> None:
         """A model already built (a test's random weights); `tokenizer` is mlx-lm's TokenizerWrapper,
         or None: then no token ends generation and token t's piece is "<t>"."""
@@ -39,6 +41,9 @@ class MlxModel:
         self.name = name
         self.tokenizer = tokenizer
         self.options = options or MlxOptions()
+        self.path = path  # the folder it was loaded from; None for a model built in memory
+        self.architecture = architecture or getattr(getattr(module, "args", None), "model_type", "") or ""
+        self.bits: int | None = None  # the weights' quantization, where config.json says one
         args = getattr(module, "args", None)
         self.n_ctx_train = n_ctx_train or getattr(args, "max_position_embeddings", None) or self.options.n_ctx
         self._pieces: dict[int, bytes] = {}
@@ -46,6 +51,10 @@ class MlxModel:
         eog = getattr(tokenizer, "eos_token_ids", None) or ()
         self._eog: tuple[int, ...] = tuple(sorted(int(t) for t in eog if 0 <= int(t) < n_vocab))
         self._byte_level = _is_byte_level(tokenizer)
+        self.bos, self.add_bos = _added(tokenizer, "bos_token_id", first=True)
+        self.eos, self.add_eos = _added(tokenizer, "eos_token_id", first=False)
+        if self.eos < 0 and self._eog:
+            self.eos = self._eog[0]
 
     @classmethod
     def load(cls, path: str | Path, options: MlxOptions | None = None) -> MlxModel:
@@ -69,7 +78,76 @@ class MlxModel:
         except (ValueError, KeyError, FileNotFoundError, json.JSONDecodeError) as e:
             raise ModelFileError(f"mlx-lm could not load {folder.name}: {e}") from e
         n_vocab = _vocab_size(module, config)
-        return cls(module, n_vocab, folder.name, tokenizer, options, config.get("max_position_embeddings"))
+        n_ctx_train = config.get("max_position_embeddings")
+        model = cls(
+            module,
+            n_vocab,
+            folder.name,
+            tokenizer,
+            options,
+            n_ctx_train if isinstance(n_ctx_train, int) and n_ctx_train > 0 else None,
+            path=folder,
+            architecture=str(config.get("model_type") or ""),
+        )
+        quantization = config.get("quantization")  # {"bits": 4, "group_size": 64} where quantized
+        bits = quantization.get("bits") if isinstance(quantization, dict) else None
+        model.bits = bits if isinstance(bits, int) and 0 < bits <= 32 else None
+        return model
+
+    @property
+    def chat_template(self) -> str | None:
+        """The tokenizer's chat template (tokenizer_config.json's or chat_template.jinja), or None."""
+        template = getattr(self.tokenizer, "chat_template", None)
+        return template if isinstance(template, str) and template.strip() else None
+
+    @property
+    def vocab_type(self) -> int:
+        """llama.cpp's vocabulary type numbers (engine.models.compat.VOCAB_TYPES) for the tokenizer's model:
+        byte-level BPE 2, SentencePiece 1, WordPiece 3, Unigram 4; 0 without a tokenizer."""
+        if self.tokenizer is None:
+            return 0
+        if self._byte_level:
+            return 2
+        backend = getattr(getattr(self.tokenizer, "_tokenizer", None), "backend_tokenizer", None)
+        kind = type(backend.model).__name__ if backend is not None else ""
+        return {"BPE": 1, "WordPiece": 3, "Unigram": 4}.get(kind, 1)
+
+    @property
+    def state_kind(self) -> Literal["", "hybrid", "recurrent"]:
+        """ "recurrent" (every layer keeps a state), "hybrid" (recurrent and attention layers), or ""
+        (attention alone), from the caches mlx-lm makes for the model."""
+        from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
+
+        caches = make_prompt_cache(self.module)
+        attention = [isinstance(c, (KVCache, RotatingKVCache)) or c.is_trimmable() for c in caches]
+        if all(attention):
+            return ""
+        return "hybrid" if any(attention) else "recurrent"
+
+    def describe(self) -> str:
+        """The model in a few words: its architecture and its weights' size."""
+        from mlx.utils import tree_flatten
+
+        n = sum(v.size for _, v in tree_flatten(self.module.parameters()))
+        bits = self.bits
+        return f"{self.architecture or 'mlx'} {n / 1e9:.2f}B parameters" + (f", {bits}-bit" if bits else "")
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary's own spelling of a token (as stored, e.g. 'Ġthe')."""
+        if self.tokenizer is None:
+            return f"<{token}>"
+        spelling = self.tokenizer.convert_ids_to_tokens(int(token))
+        return spelling if isinstance(spelling, str) else ""
+
+    def display(self, token: int) -> str:
+        """A token as a person reads it: its text, or its vocabulary spelling if special."""
+        text = self.piece(token).decode("utf-8", errors="replace")
+        return text if text else self.token_text(token)
+
+    @functools.cached_property
+    def longest_piece(self) -> int:
+        """Bytes in the vocabulary's longest token (at least 1), special tokens by their spelling."""
+        return max([1, *(max(len(self.piece(t)), len(self.token_text(t).encode())) for t in range(self.n_vocab))])
 
     def piece(self, token: int) -> bytes:
         """The bytes a token stands for (special tokens render as nothing)."""
@@ -105,11 +183,17 @@ class MlxModel:
         """Every end-of-generation token id: none for a model built without a tokenizer."""
         return self._eog
 
-    def tokenize(self, text: str) -> list[int]:
-        """Text to token ids, through the tokenizer (special tokens such as <|im_start|> parsed)."""
+    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        """Text to token ids, through the tokenizer; special tokens such as <|im_start|> are parsed
+        by default (as llama.cpp's tokenize), `add_special` adds the BOS/EOS the tokenizer adds."""
         if self.tokenizer is None:
             raise ModelFileError(f"{self.name} has no tokenizer: give it token ids.")
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        ids = self.tokenizer.encode(text, add_special_tokens=add_special, split_special_tokens=not parse_special)
+        return [int(t) for t in ids]
+
+    def close(self) -> None:
+        """Let go of the weights (MLX frees them once nothing else holds the module)."""
+        self.module = None  # type: ignore[assignment]
 
     def new_context(self, max_rows: int = 1, kept_rows: int = 0, options: MlxOptions | None = None) -> MlxContext:
         """A context of its own on this model (RuntimeModel.new_context); `kept_rows` is accepted
@@ -125,6 +209,22 @@ def _vocab_size(module: nn.Module, config: dict) -> int:
     if not size:
         raise ModelFileError("the model's config.json says no vocab_size.")
     return int(size)
+
+
+def _added(tokenizer: Any | None, attribute: str, first: bool) -> tuple[int, bool]:
+    """A special token's id (-1 for none) and whether encoding with special tokens adds it."""
+    if tokenizer is None:
+        return -1, False
+    token = getattr(tokenizer, attribute, None)
+    if not isinstance(token, int):
+        return -1, False
+    try:
+        plain = tokenizer.encode("a", add_special_tokens=False)
+        added = tokenizer.encode("a", add_special_tokens=True)
+    except Exception:  # a tokenizer that cannot encode a letter: nothing is added
+        return token, False
+    extra = added[: len(added) - len(plain)] if first else added[len(plain) :]
+    return token, token in extra and len(added) > len(plain)
 
 
 def _is_byte_level(tokenizer: Any | None) -> bool:

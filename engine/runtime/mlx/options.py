@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import ClassVar
 
 from engine.runtime.protocol import Acceleration
 
@@ -11,8 +13,21 @@ from engine.runtime.protocol import Acceleration
 class MlxOptions:
     """How an MLX model runs (a RunOptions): its context's size, and the prompt's chunks."""
 
+    runtime: ClassVar[str] = "mlx"
     n_ctx: int = 4096  # positions a context holds at most (the model's own limit, if smaller)
     prefill_chunk: int = 512  # tokens a decode runs at once; a cancelled prefill stops between chunks
+
+    @property
+    def mode(self) -> str:
+        """MLX has one way to run a batch: its mode is the device it runs on ("mlx cpu", "mlx gpu")."""
+        return f"mlx {device()}"
+
+    @property
+    def threads(self) -> int:
+        return 0  # MLX chooses its own
+
+    def runtime_version(self) -> str:
+        return runtime_version()
 
     def acceleration(self) -> Acceleration:
         """None yet. Each switch is a llama.cpp seam: the device's argmax and softmax parts are a
@@ -20,3 +35,20 @@ class MlxOptions:
         later. On MLX each is a lazy graph evaluated later (mx.async_eval), to be built and measured
         on Apple silicon, where the rows' copy to the host and the launch gaps are what they save."""
         return Acceleration()
+
+
+@functools.cache
+def device() -> str:
+    """MLX's default device: "gpu" (Metal, CUDA) or "cpu"."""
+    import mlx.core as mx
+
+    return "gpu" if mx.default_device() == mx.gpu else "cpu"
+
+
+@functools.cache
+def runtime_version() -> str:
+    """MLX's and mlx-lm's versions and the device, for profiles' keys and reports."""
+    import mlx.core as mx
+    import mlx_lm
+
+    return f"mlx {mx.__version__}, mlx-lm {mlx_lm.__version__} ({device()})"
