@@ -3,10 +3,11 @@
 Random weights (no download here) in two shapes of mlx-lm's qwen3_5 (gated delta-net layers, one
 attention layer in `interval`): `tiny`, the tests' model, and `0.8b`, the shape of Qwen3.5-0.8B
 (bfloat16). For each depth d it times a verify batch of d + 1 rows and the rewind that keeps j of
-them (j = 1..d: the round's rewinds after a rejection), medians of several runs after a warm-up.
+them (j = 1..d: the round's rewinds after a rejection), medians of several runs after a warm-up;
+with --replay, the rewinds decode the kept tokens again instead of using the batch's per-step states.
 
     python benchmarks/mlx_rewind.py --shape tiny
-    python benchmarks/mlx_rewind.py --shape 0.8b --runs 5
+    python benchmarks/mlx_rewind.py --shape 0.8b --runs 5 [--replay]
 """
 
 from __future__ import annotations
@@ -81,10 +82,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--prompt", type=int, default=128)
+    parser.add_argument("--replay", action="store_true", help="decode the kept tokens again, per-step states unused")
     args = parser.parse_args()
     model = build(args.shape)
     prompt = [(7 * i + 3) % model.n_vocab for i in range(args.prompt)]
     ctx = model.new_context(max_rows=args.depth + 1)
+    if args.replay:
+        ctx.snapshots.steps = None
+    how = "per-step states" if ctx.snapshots.steps is not None else "replay"
     ctx.decode(prompt, all_logits=False)
     n = len(prompt)
 
@@ -93,7 +98,7 @@ def main() -> None:
         ctx.rewind(n)  # at the batch's start: the snapshot, nothing decoded again
 
     base = median_s(one_row, args.runs)
-    print(f"{model.name}: one-row decode {base * 1e3:.2f} ms (prompt {n} tokens)")
+    print(f"{model.name}, rewinds by {how}: one-row decode {base * 1e3:.2f} ms (prompt {n} tokens)")
     batch = list(range(5, 6 + args.depth))
     verify = median_s(lambda: (ctx.decode(batch, all_logits=True), ctx.rewind(n)), args.runs)
     print(f"  verify batch of {len(batch)} rows {verify * 1e3:.2f} ms")
@@ -106,7 +111,7 @@ def main() -> None:
             spent.append(time.perf_counter() - t0)
             ctx.rewind(n)
         rewind = statistics.median(spent[1:])
-        print(f"  rewind keeping {j} of {len(batch)}: {rewind * 1e3:.2f} ms, {rewind / base:.0%} of a one-row decode")
+        print(f"  rewind keeping {j} of {len(batch)}: {rewind * 1e3:.2f} ms, {rewind / base:.2%} of a one-row decode")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ class MlxContext:
         self.has_state = not can_trim_prompt_cache(self._cache)
         self._unsupported = unsupported_layers(self._cache) if self.has_state else []
         self.rollback_depth = 0 if self._unsupported else max_rows - 1
-        self.snapshots = StateSnapshots()
+        self.snapshots = StateSnapshots(model.module, self._cache, max_rows)
         self.rewinds_replayed = 0  # rewinds past the latest snapshot, done by decoding the kept tokens again
         self._fed: np.ndarray | None = None  # a fed batch's row, until collected
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
@@ -75,6 +75,11 @@ class MlxContext:
         """How this context undoes a rejected draft, in a sentence."""
         if not self.has_state:
             return "Rejected drafts are trimmed from the KV cache."
+        if self.can_rewind and self.snapshots.steps is not None:
+            return (
+                f"{self.model.name} keeps a recurrent state: a rejected draft is undone from the states its "
+                "verify batch computed at each position."
+            )
         if self.can_rewind:
             return (
                 f"{self.model.name} keeps a recurrent state: a rejected draft is undone from the state kept "
@@ -103,10 +108,10 @@ class MlxContext:
                 "or load the model with a larger context."
             )
         self._fed = None
-        if self.has_state:
-            self.snapshots.keep(cache, self.n_past)
         if side is not None:
             side.run_reading(self)
+        if self.has_state:
+            self.snapshots.keep(cache, self.n_past, n)
         rows: np.ndarray | None = None
         step = max(self.options.prefill_chunk, self.max_rows)  # a verify batch is never split
         for start in range(0, n, step):

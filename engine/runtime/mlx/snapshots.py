@@ -9,12 +9,16 @@ costs nothing to take. Every decode takes one before its batch; a rewind to a po
 that batch puts the snapshot's states back, trims the attention layers to the snapshot's
 position, and decodes the kept tokens of the batch again, as one batch.
 
-Why replay and not per-step states: the recurrence of each kind of layer runs inside its own
-model file (gated_delta_update, a Mamba block's ssm_step, an RG-LRU...), which hands back the
-final state alone, and the convolution window at a position needs the layer's projected inputs,
-which no cache sees. Getting per-position states means patching each architecture's code; the
-replay works for every layer mlx-lm keeps in an ArraysCache, and its rows are the model's own.
-Its cost is one pass over the kept tokens (`engine.measure`'s rollback_s counts it for Auto).
+Better still, where the states at every position of the batch can be had: a gated delta-net
+(Qwen 3.5/3.6, Qwen3-Next) on MLX's CPU backend computes them step by step anyway, and
+engine.runtime.mlx.stepstates keeps them, so a rewind puts the state at `keep` back and decodes
+nothing. Measured on this CPU (benchmarks/mlx_rewind.py, a random-weight model of Qwen3.5-0.8B's
+shape): decoding 1-4 kept tokens again costs 0.8-1.8 one-row decodes, the per-step states next
+to nothing. Elsewhere (a Mamba block's ssm_step, an RG-LRU, a Metal kernel that hands back the
+last state alone) the recurrence runs inside its model file, which hands back the final state
+only, and the convolution window at a position needs inputs no cache sees: there the replay,
+which works for every layer mlx-lm keeps in an ArraysCache and gives the model's own rows.
+`engine.measure`'s rollback_s counts either cost for Auto.
 
 A rewind further back than the snapshot (a follow-up sharing only part of a conversation)
 starts the cache again and decodes the kept tokens from the first (the context counts these
@@ -30,6 +34,8 @@ from typing import Any
 import mlx.core as mx
 from mlx.utils import tree_map
 from mlx_lm.models.cache import ArraysCache, CacheList, RotatingKVCache
+
+from engine.runtime.mlx.stepstates import StepStates, gated_delta_mixers
 
 # Layers whose whole state a snapshot keeps: their state property is all there is to them.
 SNAPSHOT_TYPES = (ArraysCache, RotatingKVCache)
@@ -71,18 +77,28 @@ class Snapshot:
 class StateSnapshots:
     """The latest snapshot of one prompt cache's recurrent layers, and the rewind it allows."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: Any, cache: list[Any], max_rows: int) -> None:
         self.latest: Snapshot | None = None
+        mixers = gated_delta_mixers(module, cache)
+        self.steps = StepStates(mixers) if mixers else None
+        self.max_rows = max_rows
+        self.from_steps = 0  # rewinds done from the batch's own per-step states, nothing decoded again
 
-    def keep(self, cache: list[Any], position: int) -> None:
-        """Keep each recurrent layer's state as it is before a batch decoded at `position`."""
+    def keep(self, cache: list[Any], position: int, rows: int) -> None:
+        """Keep each recurrent layer's state as it is before a batch of `rows` decoded at
+        `position`; and, where the layers allow, their states at each of its positions."""
         states = [None if _trims(c) else tree_map(_fresh, c.state) for c in _layers(cache)]
         self.latest = Snapshot(position, states)
+        if self.steps is not None:
+            self.steps.arm(position, rows if rows <= self.max_rows else 0)  # a long prefill's steps: not kept
 
     def restore(self, cache: list[Any], n_past: int, keep: int) -> int | None:
         """Put the cache back to the snapshot's position, if it lies at `keep` or before; the
         position it is back at (the tokens from there to `keep` are to be decoded again), or None
         where the snapshot is past `keep` or missing."""
+        if self.steps is not None and self.steps.restore(cache, n_past, keep):
+            self.from_steps += 1
+            return keep
         snap = self.latest
         if snap is None or snap.position > keep or snap.position > n_past:
             return None
@@ -97,3 +113,5 @@ class StateSnapshots:
 
     def forget(self) -> None:
         self.latest = None
+        if self.steps is not None:
+            self.steps.arm(-1, 0)
