@@ -2,8 +2,9 @@
 
 A decode runs the model on a [1, n] batch and evaluates it (mx.eval); its rows come back as a
 float32 numpy array of their own. Rewind is the cache's own trim (mlx_lm.models.cache), which a
-KV cache does and a recurrent layer's state (a hybrid model's) cannot: such a context says so
-and decodes without speculation until snapshots come.
+KV cache does; a recurrent layer's state (a hybrid model's) is undone from a snapshot taken before
+each batch (engine.runtime.mlx.snapshots). A cache with a layer that can do neither says so and
+decodes without speculation.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_p
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.contexts import common_prefix
 from engine.runtime.mlx.options import MlxOptions
+from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
 from engine.runtime.protocol import BatchObserver
 
 if TYPE_CHECKING:
@@ -50,9 +52,12 @@ class MlxContext:
         self.decode_s = 0.0  # time inside the model's call and mx.eval, the rows' copy to numpy too
         self._cache: list[Any] | None = make_prompt_cache(model.module)
         # A layer whose cache cannot drop a suffix holds a recurrent state (a hybrid model's
-        # linear-attention or state-space layers): undoing a draft needs snapshots, a later step.
+        # linear-attention or state-space layers): a draft is undone from the state kept before its batch.
         self.has_state = not can_trim_prompt_cache(self._cache)
-        self.rollback_depth = 0 if self.has_state else max_rows - 1
+        self._unsupported = unsupported_layers(self._cache) if self.has_state else []
+        self.rollback_depth = 0 if self._unsupported else max_rows - 1
+        self.snapshots = StateSnapshots(model.module, self._cache, max_rows)
+        self.rewinds_replayed = 0  # rewinds past the latest snapshot, done by decoding the kept tokens again
         self._fed: np.ndarray | None = None  # a fed batch's row, until collected
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
@@ -70,9 +75,19 @@ class MlxContext:
         """How this context undoes a rejected draft, in a sentence."""
         if not self.has_state:
             return "Rejected drafts are trimmed from the KV cache."
+        if self.can_rewind and self.snapshots.steps is not None:
+            return (
+                f"{self.model.name} keeps a recurrent state: a rejected draft is undone from the states its "
+                "verify batch computed at each position."
+            )
+        if self.can_rewind:
+            return (
+                f"{self.model.name} keeps a recurrent state: a rejected draft is undone from the state kept "
+                "before its verify batch, decoding the accepted tokens again."
+            )
         return (
-            f"{self.model.name} keeps a recurrent state that the MLX runtime cannot roll back yet, "
-            "so it decodes without speculation."
+            f"{self.model.name} keeps a recurrent state the MLX runtime cannot roll back "
+            f"(its {', '.join(self._unsupported)} layers), so it decodes without speculation."
         )
 
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
@@ -95,6 +110,8 @@ class MlxContext:
         self._fed = None
         if side is not None:
             side.run_reading(self)
+        if self.has_state:
+            self.snapshots.keep(cache, self.n_past, n)
         rows: np.ndarray | None = None
         step = max(self.options.prefill_chunk, self.max_rows)  # a verify batch is never split
         for start in range(0, n, step):
@@ -138,7 +155,8 @@ class MlxContext:
         return row
 
     def rewind(self, keep: int) -> None:
-        """Forget every position from `keep` on: each layer's cache trimmed (mlx-lm's trim)."""
+        """Forget every position from `keep` on: each layer's cache trimmed (mlx-lm's trim), a
+        recurrent layer's state put back from its snapshot."""
         if keep >= len(self.tokens):
             return
         if keep <= 0:
@@ -146,10 +164,8 @@ class MlxContext:
             return
         cache = self._open_cache()
         if self.has_state:
-            raise RuntimeFailure(
-                f"{self.model.name} keeps a recurrent state that the MLX runtime cannot roll back yet: "
-                f"it cannot go back to position {keep:,}; start a new conversation."
-            )
+            self._rewind_state(cache, keep)
+            return
         t0 = time.perf_counter()
         drop = len(self.tokens) - keep
         trimmed = trim_prompt_cache(cache, drop)
@@ -160,6 +176,30 @@ class MlxContext:
         self._fed = None  # a fed batch's row is for a position no longer held
         if self._prefilled is not None and keep < len(self._prefilled[0]):
             self._prefilled = None  # the prompt's pass is no longer whole in the cache
+
+    def _rewind_state(self, cache: list[Any], keep: int) -> None:
+        """Back to `keep` from the latest snapshot, the kept tokens after it decoded again; from
+        nothing where the snapshot is past `keep` (engine.runtime.mlx.snapshots says why)."""
+        if self._unsupported:
+            raise RuntimeFailure(
+                f"{self.model.name} keeps a recurrent state the MLX runtime cannot roll back: it cannot go "
+                f"back to position {keep:,}; start a new conversation."
+            )
+        kept = self.tokens[:keep]
+        t0 = time.perf_counter()
+        start = self.snapshots.restore(cache, len(self.tokens), keep)
+        self.decode_s += time.perf_counter() - t0
+        if start is None:
+            self.clear()
+            start = 0
+            self.rewinds_replayed += 1
+        del self.tokens[start:]
+        self._fed = None
+        if self._prefilled is not None and keep < len(self._prefilled[0]):
+            self._prefilled = None
+        if keep > start:
+            with self.observers_paused():  # tokens already seen: no drafter reads them twice
+                self.decode(kept[start:], all_logits=False)
 
     def sync(self, tokens: list[int]) -> int:
         """Make the cache hold exactly `tokens`, keeping the longest common prefix; tokens decoded."""
@@ -190,11 +230,13 @@ class MlxContext:
         self._open_cache()
         self._cache = make_prompt_cache(self.model.module)
         self.tokens.clear()
+        self.snapshots.forget()
         self._fed = None
         self._prefilled = None
 
     def close(self) -> None:
         self._cache = None
+        self.snapshots.forget()
         self._fed = self._prefilled = None
 
     def _open_cache(self) -> list[Any]:

@@ -173,7 +173,10 @@ def test_a_folder_saved_and_loaded_back_gives_identical_rows(target, tmp_path: P
     np.testing.assert_array_equal(theirs, mine)
 
 
-def test_a_recurrent_model_says_it_cannot_rewind():
+def test_a_recurrent_model_rewinds_from_a_snapshot_of_its_state():
+    """A mamba's state cannot be trimmed (mlx-lm's own speculative decoding refuses it): the context
+    keeps it before each batch (engine.runtime.mlx.snapshots); tests/engine/runtime/test_mlx_hybrid.py
+    speculates on it and on a hybrid."""
     mx.random.seed(0)
     args = mamba.ModelArgs(
         model_type="mamba",
@@ -188,12 +191,16 @@ def test_a_recurrent_model_says_it_cannot_rewind():
         time_step_rank=4,
     )
     model = MlxModel(mamba.Model(args), VOCAB, "tiny-mamba", n_ctx_train=512)
-    ctx = model.new_context(max_rows=3)
-    assert ctx.has_state and ctx.rollback_depth == 0 and not ctx.can_rewind
-    assert "cannot roll back" in ctx.describe_rollback()
-    ctx.decode(PROMPT, all_logits=False)
-    with pytest.raises(RuntimeFailure, match="cannot roll back"):
-        ctx.rewind(4)
+    ctx, fresh = model.new_context(max_rows=3), model.new_context(max_rows=3)
+    assert ctx.has_state and ctx.rollback_depth == 2 and ctx.can_rewind
+    assert "undone from the state kept before its verify batch" in ctx.describe_rollback()
+    ctx.decode(PROMPT[:6], all_logits=False)
+    ctx.decode(PROMPT[6:9], all_logits=True)
+    ctx.rewind(7)  # inside the latest batch: from its snapshot
+    fresh.decode(PROMPT[:7], all_logits=False)
+    np.testing.assert_array_equal(ctx.decode([9], all_logits=True), fresh.decode([9], all_logits=True))
+    ctx.rewind(4)  # before it: the state starts again from the kept tokens
+    assert ctx.tokens == PROMPT[:4] and ctx.rewinds_replayed == 1
     ctx.rewind(0)  # back to nothing: a fresh cache, which any layer can start
     assert ctx.tokens == []
 
