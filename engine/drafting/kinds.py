@@ -7,6 +7,7 @@ status bar and verdicts) asks this table. A new kind is one entry here and one m
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,21 @@ def _ngram(target: Context, model: Model | None, options: RuntimeOptions, depth:
     return NgramDrafter()
 
 
+def _on_mlx(target: Context) -> bool:
+    """Whether the target's context is an MlxContext (the MLX runtime, imported only where it runs)."""
+    mlx_context = sys.modules.get("engine.runtime.mlx.context")
+    return mlx_context is not None and isinstance(target, mlx_context.MlxContext)
+
+
 def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+    if _on_mlx(target):
+        from engine.runtime.mlx.drafters.mtp import MlxMtpDrafter, load_heads
+
+        if model is not None:
+            raise IncompatibleDrafter("On MLX the MTP head is read from the target's own folder: name no file for it.")
+        if target.model.path is None:
+            raise IncompatibleDrafter(f"{target.model.name} was not loaded from a folder: it has no MTP head to read.")
+        return MlxMtpDrafter(target, load_heads(target.model.path), max_depth=depth)
     return MtpDrafter(target, max_depth=depth, sidecar=model)  # the target's own file where `model` is None
 
 

@@ -46,6 +46,7 @@ class MlxModel:
         eog = getattr(tokenizer, "eos_token_ids", None) or ()
         self._eog: tuple[int, ...] = tuple(sorted(int(t) for t in eog if 0 <= int(t) < n_vocab))
         self._byte_level = _is_byte_level(tokenizer)
+        self.path: Path | None = None  # the folder it was loaded from (a drafter reads its own part of it)
 
     @classmethod
     def load(cls, path: str | Path, options: MlxOptions | None = None) -> MlxModel:
@@ -69,7 +70,9 @@ class MlxModel:
         except (ValueError, KeyError, FileNotFoundError, json.JSONDecodeError) as e:
             raise ModelFileError(f"mlx-lm could not load {folder.name}: {e}") from e
         n_vocab = _vocab_size(module, config)
-        return cls(module, n_vocab, folder.name, tokenizer, options, config.get("max_position_embeddings"))
+        model = cls(module, n_vocab, folder.name, tokenizer, options, config.get("max_position_embeddings"))
+        model.path = folder
+        return model
 
     def piece(self, token: int) -> bytes:
         """The bytes a token stands for (special tokens render as nothing)."""
