@@ -23,8 +23,9 @@ from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model, RuntimeOptions
 from engine.runtime.gguf import GGUFInfo, read_gguf
 
-# (the target's context, the drafter's own file loaded or None, the options, the deepest draft)
-Loader = Callable[[Context, Model | None, RuntimeOptions, int], Drafter]
+# (the target's context, the drafter's own file loaded or None, the options, the deepest draft); on
+# MLX the drafter's own file is its folder, a Path, which the loader reads with mlx-vlm.
+Loader = Callable[[Context, Model | Path | None, RuntimeOptions, int], Drafter]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,14 @@ def _on_mlx(target: Context) -> bool:
     return mlx_context is not None and isinstance(target, mlx_context.MlxContext)
 
 
+def _folder(model: Model | Path | None) -> Path:
+    """An MLX drafter's folder: the path itself, or where a loaded model came from."""
+    path = model if isinstance(model, Path) else getattr(model, "path", None)
+    if path is None:
+        raise IncompatibleDrafter("An MLX drafter is read from its own folder: name the folder.")
+    return Path(path)
+
+
 def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
     if _on_mlx(target):
         from engine.runtime.mlx.drafters.mtp import MlxMtpDrafter, load_heads
@@ -77,7 +86,11 @@ def _dflash(target: Context, model: Model | None, options: RuntimeOptions, depth
     return DflashDrafter(model, target, max_depth=depth)
 
 
-def _eagle3(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _eagle3(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
+    if _on_mlx(target):
+        from engine.runtime.mlx.drafters.eagle3 import MlxEagle3Drafter, load_eagle3
+
+        return MlxEagle3Drafter(target, load_eagle3(_folder(model)), max_depth=depth)
     return Eagle3Drafter(model, target, max_depth=depth)
 
 
@@ -194,7 +207,7 @@ def kind_of_spec(target_path: str | Path, spec: str | Path) -> DrafterKind:
 
 
 def load(
-    kind: DrafterKind, target: Context, model: Model | None, options: RuntimeOptions, max_depth: int = MAX_DEPTH
+    kind: DrafterKind, target: Context, model: Model | Path | None, options: RuntimeOptions, max_depth: int = MAX_DEPTH
 ) -> Drafter | None:
     """The drafter of `kind` on the target's context (and `model`, its own file, where it has one)."""
     if kind.load is None:

@@ -169,10 +169,8 @@ class BatchTaps:
         """Hand the batch just decoded to every observer, with its hidden states where asked."""
         if not self.listening or self.hidden is None:
             return
+        mx.eval(self.hidden, *self.layer_out.values())
         wanted = any(hidden for _, hidden in self.entries)
-        rows = None
-        if wanted:
-            mx.eval(self.hidden, *self.layer_out.values())
-            rows = np.array(self.hidden[0].astype(mx.float32), copy=True)
+        rows = np.array(self.hidden[0].astype(mx.float32), copy=True) if wanted else None
         for observer, wants in list(self.entries):
             observer(tokens, start, rows if wants else None)

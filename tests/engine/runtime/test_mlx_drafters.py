@@ -1,14 +1,12 @@
-"""Drafters that read an MLX target's hidden states, against mlx-vlm 0.7.10's own speculative decoding.
+"""The MLX runtime's hidden states and its MTP drafter, against mlx-vlm 0.7.10's own speculative decoding.
 
-A tiny Qwen 3.5 with an MTP head is written as an MLX folder here (random weights; every layer
-full attention, so its KV cache trims). Our side: MlxModel.load (mlx-lm's model class, which drops
-the head) and the drafter that engine.drafting.kinds loads for an MlxContext. The oracle: mlx-vlm's
-own Qwen 3.5 class on the same weights and its `_mtp_rounds`, greedy. Fast: MLX's CPU backend.
+Our side: a tiny Qwen 3.5 folder with `mtp.*` weights (mlx_targets.py) loaded by MlxModel.load,
+and the drafter engine.drafting.kinds loads for its MlxContext. The oracle: mlx-vlm's own Qwen 3.5
+class on the same weights and its `_mtp_rounds`, greedy. Fast: MLX's CPU backend.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -18,116 +16,43 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
-from mlx.utils import tree_flatten  # noqa: E402
 from mlx_lm.models import gemma2, qwen2  # noqa: E402
-from mlx_lm.models import qwen3_5 as lm_qwen3_5  # noqa: E402
-from mlx_vlm.models.qwen3_5.config import ModelConfig, TextConfig  # noqa: E402
-from mlx_vlm.models.qwen3_5.language import LanguageModel  # noqa: E402
-from mlx_vlm.speculative.drafters.qwen3_5_mtp import ModelConfig as HeadConfig  # noqa: E402
-from mlx_vlm.speculative.drafters.qwen3_5_mtp import Qwen3_5MTPDraftModel  # noqa: E402
+from mlx_targets import (  # noqa: E402
+    N_TOKENS,
+    PROMPT,
+    VOCAB,
+    WIDTH,
+    A,
+    B,
+    P,
+    R,
+    load_target,
+    oracle_target,
+    plain,
+    provenance,
+    recording,
+    reply,
+    write_target,
+)
 from mlx_vlm.speculative.mtp import _mtp_rounds  # noqa: E402
 
-from engine.depth import FixedDepth  # noqa: E402
 from engine.drafting import kinds  # noqa: E402
 from engine.errors import IncompatibleDrafter, RuntimeFailure  # noqa: E402
-from engine.events import RoundEvent, TokenEvent, TokenKind  # noqa: E402
-from engine.rounds import GenerationConfig, Prefill  # noqa: E402
-from engine.runtime.mlx import MlxModel, MlxOptions  # noqa: E402
+from engine.runtime.mlx import MlxContext, MlxModel  # noqa: E402
 from engine.runtime.mlx.drafters.mtp import MlxMtpDrafter, load_heads  # noqa: E402
-from engine.speculative import generate  # noqa: E402
-
-VOCAB = 97
-WIDTH = 64
-PROMPT = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]
-N_TOKENS = 24
-A, R, B, P = TokenKind.ACCEPTED, TokenKind.REPLACED, TokenKind.BONUS, TokenKind.PLAIN
-TEXT_CONFIG = {
-    "model_type": "qwen3_5_text",
-    "hidden_size": WIDTH,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "vocab_size": VOCAB,
-    "rms_norm_eps": 1e-6,
-    # Every layer full attention: no recurrent state, so the target's cache trims a rejected draft.
-    "full_attention_interval": 1,
-    "linear_num_value_heads": 2,
-    "linear_num_key_heads": 2,
-    "linear_key_head_dim": 16,
-    "linear_value_head_dim": 16,
-    "linear_conv_kernel_dim": 4,
-    "tie_word_embeddings": False,
-    "max_position_embeddings": 512,
-    "rope_parameters": {
-        "type": "default",
-        "rope_theta": 10000.0,
-        "partial_rotary_factor": 0.25,
-        "mrope_section": [2, 1, 1],
-    },
-    "mtp_num_hidden_layers": 1,
-}
-CONFIG = {"model_type": "qwen3_5", "text_config": TEXT_CONFIG, "tie_word_embeddings": False}
 
 
-def write_target(folder: Path, seed: int, head: str) -> Path:
-    """A Qwen 3.5 MLX folder with an MTP head: `head` "random", "copy" (the target's layers add
-    nothing, so its next token is a function of the token alone, and the head, reading only the
-    token, guesses it: every draft kept), or "noisy" (the copy, its hidden-state half random)."""
-    mx.random.seed(seed)
-    module = lm_qwen3_5.Model(lm_qwen3_5.ModelArgs.from_dict(CONFIG))
-    mtp = Qwen3_5MTPDraftModel(HeadConfig.from_dict({"model_type": "qwen3_5_mtp", "text_config": TEXT_CONFIG}))
-    weights = dict(tree_flatten(module.parameters()))
-    heads = dict(tree_flatten(mtp.parameters()))
-    if head != "random":
-        for name in list(weights):
-            if name.endswith(("o_proj.weight", "down_proj.weight")):
-                weights[name] = mx.zeros_like(weights[name])
-        for name in list(heads):
-            if name.endswith(("o_proj.weight", "down_proj.weight")):
-                heads[name] = mx.zeros_like(heads[name])
-        noise = 0.25 * mx.random.normal((WIDTH, WIDTH)) / WIDTH**0.5 if head == "noisy" else mx.zeros((WIDTH, WIDTH))
-        heads["fc.weight"] = mx.concatenate([mx.eye(WIDTH), noise], axis=1)
-    weights.update({f"mtp.{k}": v for k, v in heads.items()})
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(CONFIG))
-    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
-    return folder
-
-
-def load_target(folder: Path) -> MlxModel:
-    model = MlxModel.load(folder, MlxOptions())
-    # mlx-lm 0.32.2 builds a mask for a recurrent layer that an all-attention Qwen 3.5 lacks.
-    model.module.language_model.model.ssm_idx = None
-    return model
-
-
-class _AllAttention(list):
-    """mlx-vlm's prompt cache for an all-attention Qwen 3.5: it asks for its (absent) recurrent layer's cache."""
-
-    def __getitem__(self, i):  # type: ignore[override]
-        return None if i is None else super().__getitem__(i)
+def load_mtp(ctx: MlxContext, depth: int) -> MlxMtpDrafter:
+    drafter = kinds.load(kinds.MTP, ctx, None, ctx.model.options, max_depth=depth)
+    assert isinstance(drafter, MlxMtpDrafter) and drafter.kind == kinds.MTP.name
+    return drafter
 
 
 def oracle(folder: Path, depth: int, n_tokens: int) -> tuple[list[int], list[list[int]], list[int]]:
     """mlx-vlm's greedy MTP generation: its tokens, each round's drafts, each round's accepted count."""
-    text = TextConfig.from_dict(TEXT_CONFIG)
-    lm = LanguageModel(text, ModelConfig.from_dict({**CONFIG, "vision_config": {}, "vocab_size": VOCAB}))
-    saved = mx.load(str(folder / "model.safetensors"))
-    lm.load_weights([(k.removeprefix("language_model."), v) for k, v in saved.items() if not k.startswith("mtp.")])
-    lm.model.ssm_idx = None
+    lm, cache = oracle_target(folder)
     head = load_heads(folder)  # an instance of its own, beside the one our drafter loads
-    drafts: list[list[int]] = []
-    draft_block = head.draft_block
-
-    def recorded(*args, **kwargs):
-        out = draft_block(*args, **kwargs)
-        drafts.append(out.reshape(-1).tolist())
-        return out
-
-    head.draft_block = recorded
-    cache = _AllAttention(lm.make_cache())
+    drafts = recording(head)
     prompt = mx.array([PROMPT], dtype=mx.int32)
     out = lm(prompt, cache=cache, return_hidden=True, return_shared_kv=True)
     bonus = int(mx.argmax(out.logits[0, -1]).item())
@@ -149,41 +74,6 @@ def oracle(folder: Path, depth: int, n_tokens: int) -> tuple[list[int], list[lis
     return written, drafts, list(head.accept_lens)
 
 
-def reply(target: MlxModel, depth: int, n_tokens: int = N_TOKENS) -> tuple[list[TokenEvent], list[RoundEvent]]:
-    """Our reply: the MTP drafter kinds.py loads for the target's MlxContext, then the round's loop."""
-    ctx = target.new_context(max_rows=depth + 1)
-    drafter = kinds.load(kinds.MTP, ctx, None, target.options, max_depth=depth)
-    assert isinstance(drafter, MlxMtpDrafter) and drafter.kind == kinds.MTP.name
-    first_row, prefilled = ctx.prefill(PROMPT)
-    drafter.prefill(PROMPT)
-    cfg = GenerationConfig(max_tokens=n_tokens, depth=depth)
-    events = list(
-        generate(ctx, drafter, FixedDepth(depth), list(PROMPT), cfg, prefill=Prefill(prefilled, 0.0, first_row))
-    )
-    toks = [e for e in events if isinstance(e, TokenEvent)]
-    assert ctx.tokens == [*PROMPT, *[t.token_id for t in toks]][:-1]  # rewound to what was kept
-    drafter.close()
-    return toks, [e for e in events if isinstance(e, RoundEvent)]
-
-
-def plain(target: MlxModel, n_tokens: int) -> list[int]:
-    """Greedy decoding one token at a time on the target alone."""
-    ctx = target.new_context()
-    row, _ = ctx.prefill(PROMPT)
-    out = [int(row.argmax())]
-    while len(out) < n_tokens:
-        out.append(int(ctx.decode([out[-1]], all_logits=False)[-1].argmax()))
-    return out
-
-
-def provenance(accepted: list[int], drafts: list[list[int]]) -> list[TokenKind]:
-    """What the oracle's rounds say each token was: kept drafts, then a correction or the bonus."""
-    kinds_ = [P]
-    for a, d in zip(accepted, drafts):
-        kinds_ += [A] * a + [B if a == len(d) else R]
-    return kinds_
-
-
 @pytest.mark.parametrize("head", ["random", "copy", "noisy"])
 @pytest.mark.parametrize("depth", [2, 3])
 def test_mtp_drafts_and_tokens_are_mlx_vlms_own(tmp_path: Path, head: str, depth: int):
@@ -192,7 +82,7 @@ def test_mtp_drafts_and_tokens_are_mlx_vlms_own(tmp_path: Path, head: str, depth
     while ours drafted at full depth."""
     folder = write_target(tmp_path / "qwen35", 7, head)
     target = load_target(folder)
-    ours, rounds = reply(target, depth)
+    ours, rounds = reply(target, depth, lambda ctx: load_mtp(ctx, depth))
     theirs, their_drafts, their_accepted = oracle(folder, depth, N_TOKENS + 2 * depth)
     written = [e.token_id for e in ours]
     assert written == theirs[:N_TOKENS] == plain(target, N_TOKENS)
