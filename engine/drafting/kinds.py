@@ -82,7 +82,11 @@ def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth:
     return MtpDrafter(target, max_depth=depth, sidecar=model)  # the target's own file where `model` is None
 
 
-def _dflash(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _dflash(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
+    if _on_mlx(target):
+        from engine.runtime.mlx.drafters.dflash import MlxDflashDrafter, load_dflash
+
+        return MlxDflashDrafter(target, load_dflash(_folder(model)), max_depth=depth)
     return DflashDrafter(model, target, max_depth=depth)
 
 

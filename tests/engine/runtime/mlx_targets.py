@@ -67,11 +67,14 @@ def config(layers: int) -> dict:
     return {**CONFIG, "text_config": {**TEXT_CONFIG, "num_hidden_layers": layers}}
 
 
-def write_target(folder: Path, seed: int, head: str, layers: int = 2, permuted: bool = False) -> Path:
+def write_target(
+    folder: Path, seed: int, head: str, layers: int = 2, permuted: bool = False, fixed: int | None = None
+) -> Path:
     """A Qwen 3.5 MLX folder with an MTP head: `head` "random", "copy" (the target's layers add
     nothing, so its next token is a function of the token alone, and the head, reading only the
     token, guesses it: every draft kept), or "noisy" (the copy, its hidden-state half random).
-    `permuted` (with a copy): the target's head makes that function a permutation (next_tokens)."""
+    `permuted` (with a copy): the target's head makes that function a permutation (next_tokens),
+    with `fixed` followed by itself where given."""
     mx.random.seed(seed)
     module = lm_qwen3_5.Model(lm_qwen3_5.ModelArgs.from_dict(config(layers)))
     mtp = Qwen3_5MTPDraftModel(HeadConfig.from_dict({"model_type": "qwen3_5_mtp", "text_config": TEXT_CONFIG}))
@@ -87,9 +90,12 @@ def write_target(folder: Path, seed: int, head: str, layers: int = 2, permuted: 
         noise = 0.25 * mx.random.normal((WIDTH, WIDTH)) / WIDTH**0.5 if head == "noisy" else mx.zeros((WIDTH, WIDTH))
         heads["fc.weight"] = mx.concatenate([mx.eye(WIDTH), noise], axis=1)
         if permuted:  # lm_head row next[t] is token t's normed embedding: its dot product is the largest
-            weights["language_model.lm_head.weight"] = rows_for(
-                weights["language_model.model.embed_tokens.weight"], mx.random.permutation(VOCAB)
-            )
+            next_of = mx.random.permutation(VOCAB).tolist()
+            if fixed is not None:
+                before = next_of.index(fixed)
+                next_of[before], next_of[fixed] = next_of[fixed], fixed
+            embed = weights["language_model.model.embed_tokens.weight"]
+            weights["language_model.lm_head.weight"] = rows_for(embed, mx.array(next_of))
     weights.update({f"mtp.{k}": v for k, v in heads.items()})
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config(layers)))
@@ -139,17 +145,17 @@ def oracle_target(folder: Path) -> tuple[LanguageModel, list]:
     return lm, _AllAttention(lm.make_cache())
 
 
-def recording(drafter) -> list[list[int]]:
-    """Each round's drafts, as mlx-vlm's drafter module hands them to its round loop."""
+def recording(drafter, method: str = "draft_block") -> list[list[int]]:
+    """Each round's drafts, as mlx-vlm's drafter module hands them to its round loop (through `method`)."""
     drafts: list[list[int]] = []
-    draft_block = drafter.draft_block
+    draft_block = getattr(drafter, method)
 
     def recorded(*args, **kwargs):
         out = draft_block(*args, **kwargs)
         drafts.append(out.reshape(-1).tolist())
         return out
 
-    drafter.draft_block = recorded
+    setattr(drafter, method, recorded)
     return drafts
 
 

@@ -30,6 +30,34 @@ from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 
+class TargetStates:
+    """The target's states a drafter has yet to take in, by position: what each decoded batch handed over."""
+
+    def __init__(self, who: str) -> None:
+        self.who = who
+        self.first, self.rows = 0, None  # rows[i] is position first + i's
+
+    def add(self, start: int, rows: np.ndarray) -> None:
+        """A batch's rows from position `start` on, replacing any held from there on."""
+        if self.rows is not None and self.first <= start <= self.first + len(self.rows):
+            self.rows = np.concatenate([self.rows[: start - self.first], rows])
+        else:
+            self.first, self.rows = start, rows.copy()
+
+    def held(self, first: int, end: int) -> np.ndarray:
+        """The rows of positions first..end-1, or a sentence for a drafter that missed them."""
+        s = self.rows
+        if first < end and (s is None or first < self.first or end > self.first + len(s)):
+            raise RuntimeFailure(f"{self.who} missed part of the target's cache; reset both before a reply")
+        if s is None:
+            return np.zeros((0, 0), dtype=np.float32)
+        return s[first - self.first : end - self.first]
+
+    def forget_from(self, keep: int) -> None:
+        if self.rows is not None and keep < self.first + len(self.rows):
+            self.rows = self.rows[: max(keep - self.first, 0)]
+
+
 class ChainedHead(OwnPace):
     """A drafter whose entries chain the target's states (an MLX MTP head, EAGLE-3): the round's part."""
 
@@ -68,23 +96,11 @@ class ChainedHead(OwnPace):
 
     def _seen(self, tokens: list[int], start: int, hidden: np.ndarray | None) -> None:
         """A batch the target decoded: keep its states until the drafter's entries take them in."""
-        rows = self.states(hidden)
-        if self._states is not None and self._from <= start <= self._from + len(self._states):
-            self._states = np.concatenate([self._states[: start - self._from], rows])
-        else:
-            self._from, self._states = start, rows.copy()
+        self._states.add(start, self.states(hidden))
 
     def prefill(self, history: list[int]) -> None:
         """The target's prefill handed its states over; the drafter takes them in at the first draft."""
-        self._held(len(self._fed), len(history) - 1)
-
-    def _held(self, first: int, end: int) -> np.ndarray:
-        """The target's states at positions first..end-1, or a sentence for a drafter that missed them."""
-        s = self._states
-        if first < end and (s is None or first < self._from or end > self._from + len(s)):
-            raise RuntimeFailure(f"{self.name} missed part of the target's cache; reset both before a reply")
-        assert s is not None
-        return s[first - self._from : end - self._from]
+        self._states.held(len(self._fed), len(history) - 1)
 
     def _feed(self, tokens: list[int], states: mx.array) -> mx.array:
         out = self.forward(mx.array([tokens], dtype=mx.int32), states, len(self._fed))
@@ -108,7 +124,7 @@ class ChainedHead(OwnPace):
         end = len(history) - 1  # the target holds the states of every position before the last token's
         if len(self._fed) < end:
             first = len(self._fed)
-            self._out = self._feed(history[first + 1 :], mx.array(self._held(first, end))[None])[:, -1:, :]
+            self._out = self._feed(history[first + 1 :], mx.array(self._states.held(first, end))[None])[:, -1:, :]
         if self._out is None:
             return Draft()
         tokens: list[int] = []
@@ -132,8 +148,7 @@ class ChainedHead(OwnPace):
     def rewind(self, keep: int) -> None:
         """Forget positions from `keep` on: the entries that embed them, the states held for them."""
         self._trim(max(keep - 1, 0))
-        if self._states is not None and keep < self._from + len(self._states):
-            self._states = self._states[: max(keep - self._from, 0)]
+        self._states.forget_from(keep)
 
     def _trim(self, entries: int) -> None:
         drop = len(self._fed) - entries
@@ -147,7 +162,7 @@ class ChainedHead(OwnPace):
         self._cache: list[Any] = self.make_cache()
         self._fed: list[int] = []  # the token each entry embeds, entry by entry
         self._out: mx.array | None = None  # the output at the last entry, where a draft can start
-        self._from, self._states = 0, None  # the target's states from position _from on
+        self._states = TargetStates(self.name)
 
     def close(self) -> None:
         self._stop()
