@@ -72,10 +72,13 @@ def _folder(model: Model | Path | None) -> Path:
 
 def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
     if _on_mlx(target):
-        from engine.runtime.mlx.drafters.mtp import MlxMtpDrafter, load_heads
+        from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads
 
         if model is not None:
-            raise IncompatibleDrafter("On MLX the MTP head is read from the target's own folder: name no file for it.")
+            raise IncompatibleDrafter(
+                "The MLX runtime reads MTP heads from the target's own folder, and runs no MTP heads or "
+                "Gemma 4 assistant from a file of their own yet: choose 'mtp', EAGLE-3, DFlash or a draft model."
+            )
         if target.model.path is None:
             raise IncompatibleDrafter(f"{target.model.name} was not loaded from a folder: it has no MTP head to read.")
         return MlxMtpDrafter(target, load_heads(target.model.path), max_depth=depth)
@@ -84,7 +87,7 @@ def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth:
 
 def _dflash(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
     if _on_mlx(target):
-        from engine.runtime.mlx.drafters.dflash import MlxDflashDrafter, load_dflash
+        from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash
 
         return MlxDflashDrafter(target, load_dflash(_folder(model)), max_depth=depth)
     return DflashDrafter(model, target, max_depth=depth)
@@ -92,7 +95,7 @@ def _dflash(target: Context, model: Model | Path | None, options: RuntimeOptions
 
 def _eagle3(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
     if _on_mlx(target):
-        from engine.runtime.mlx.drafters.eagle3 import MlxEagle3Drafter, load_eagle3
+        from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3
 
         return MlxEagle3Drafter(target, load_eagle3(_folder(model)), max_depth=depth)
     return Eagle3Drafter(model, target, max_depth=depth)

@@ -37,10 +37,10 @@ from mlx_vlm.speculative.drafters import DFlashDraftModel  # noqa: E402
 from mlx_vlm.speculative.drafters.qwen3_dflash import ModelConfig as DFlashConfig  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
+from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash  # noqa: E402
 from engine.errors import IncompatibleDrafter, RuntimeFailure  # noqa: E402
 from engine.events import TokenKind  # noqa: E402
 from engine.runtime.mlx import MlxContext  # noqa: E402
-from engine.runtime.mlx.drafters.dflash import MlxDflashDrafter, load_dflash  # noqa: E402
 
 LAYERS = 3
 MASK = PROMPT[-1]  # the known-by-construction variant's target writes it after itself

@@ -37,9 +37,9 @@ from mlx_targets import (  # noqa: E402
 from mlx_vlm.speculative.mtp import _mtp_rounds  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
+from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads  # noqa: E402
 from engine.errors import IncompatibleDrafter, RuntimeFailure  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel  # noqa: E402
-from engine.runtime.mlx.drafters.mtp import MlxMtpDrafter, load_heads  # noqa: E402
 
 
 def load_mtp(ctx: MlxContext, depth: int) -> MlxMtpDrafter:
@@ -110,6 +110,8 @@ def test_a_target_without_an_mtp_head_is_refused_in_a_sentence(tmp_path: Path):
     ctx = target.new_context(max_rows=3)
     with pytest.raises(IncompatibleDrafter, match="has no MTP head"):
         kinds.load(kinds.MTP, ctx, None, target.options)
+    with pytest.raises(IncompatibleDrafter, match="no MTP heads or Gemma 4 assistant from a file of their own"):
+        kinds.load(kinds.ASSISTANT, ctx, folder, target.options)
 
 
 def test_hidden_states_are_the_last_layer_normed_for_every_batch(tmp_path: Path):

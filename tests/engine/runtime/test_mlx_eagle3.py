@@ -37,9 +37,9 @@ from mlx_vlm.speculative.drafters.eagle3.eagle3 import Eagle3DraftModel  # noqa:
 from mlx_vlm.speculative.eagle3 import _eagle3_rounds  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
+from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3  # noqa: E402
 from engine.errors import IncompatibleDrafter, RuntimeFailure  # noqa: E402
 from engine.runtime.mlx import MlxContext  # noqa: E402
-from engine.runtime.mlx.drafters.eagle3 import MlxEagle3Drafter, load_eagle3  # noqa: E402
 
 LAYERS = 4  # the target's: EAGLE-3 reads the inputs of its layers 1, 2 and 3
 DRAFT_VOCAB = 40  # a drafter vocabulary of its own, mapped into the target's by d2t

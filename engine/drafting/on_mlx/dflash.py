@@ -22,9 +22,9 @@ import numpy as np
 from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.dflash import DFLASH_KIND
+from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx.context import MlxContext
-from engine.runtime.mlx.drafters.heads import TargetStates
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
