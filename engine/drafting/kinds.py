@@ -7,6 +7,7 @@ status bar and verdicts) asks this table. A new kind is one entry here and one m
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,9 @@ from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model, RuntimeOptions
 from engine.runtime.gguf import GGUFInfo, read_gguf
 
-# (the target's context, the drafter's own file loaded or None, the options, the deepest draft)
-Loader = Callable[[Context, Model | None, RuntimeOptions, int], Drafter]
+# (the target's context, the drafter's own file loaded or None, the options, the deepest draft); on
+# MLX the drafter's own file is its folder, a Path, which the loader reads with mlx-vlm.
+Loader = Callable[[Context, Model | Path | None, RuntimeOptions, int], Drafter]
 
 
 @dataclass(frozen=True)
@@ -54,15 +56,48 @@ def _ngram(target: Context, model: Model | None, options: RuntimeOptions, depth:
     return NgramDrafter()
 
 
+def _on_mlx(target: Context) -> bool:
+    """Whether the target's context is an MlxContext (the MLX runtime, imported only where it runs)."""
+    mlx_context = sys.modules.get("engine.runtime.mlx.context")
+    return mlx_context is not None and isinstance(target, mlx_context.MlxContext)
+
+
+def _folder(model: Model | Path | None) -> Path:
+    """An MLX drafter's folder: the path itself, or where a loaded model came from."""
+    path = model if isinstance(model, Path) else getattr(model, "path", None)
+    if path is None:
+        raise IncompatibleDrafter("An MLX drafter is read from its own folder: name the folder.")
+    return Path(path)
+
+
 def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+    if _on_mlx(target):
+        from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads
+
+        if model is not None:
+            raise IncompatibleDrafter(
+                "The MLX runtime reads MTP heads from the target's own folder, and runs no MTP heads or "
+                "Gemma 4 assistant from a file of their own yet: choose 'mtp', EAGLE-3, DFlash or a draft model."
+            )
+        if target.model.path is None:
+            raise IncompatibleDrafter(f"{target.model.name} was not loaded from a folder: it has no MTP head to read.")
+        return MlxMtpDrafter(target, load_heads(target.model.path), max_depth=depth)
     return MtpDrafter(target, max_depth=depth, sidecar=model)  # the target's own file where `model` is None
 
 
-def _dflash(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _dflash(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
+    if _on_mlx(target):
+        from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash
+
+        return MlxDflashDrafter(target, load_dflash(_folder(model)), max_depth=depth)
     return DflashDrafter(model, target, max_depth=depth)
 
 
-def _eagle3(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _eagle3(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
+    if _on_mlx(target):
+        from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3
+
+        return MlxEagle3Drafter(target, load_eagle3(_folder(model)), max_depth=depth)
     return Eagle3Drafter(model, target, max_depth=depth)
 
 
@@ -179,7 +214,7 @@ def kind_of_spec(target_path: str | Path, spec: str | Path) -> DrafterKind:
 
 
 def load(
-    kind: DrafterKind, target: Context, model: Model | None, options: RuntimeOptions, max_depth: int = MAX_DEPTH
+    kind: DrafterKind, target: Context, model: Model | Path | None, options: RuntimeOptions, max_depth: int = MAX_DEPTH
 ) -> Drafter | None:
     """The drafter of `kind` on the target's context (and `model`, its own file, where it has one)."""
     if kind.load is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import mlx.core as mx
@@ -20,6 +20,7 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_p
 
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.contexts import common_prefix
+from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
 from engine.runtime.protocol import BatchObserver
@@ -61,6 +62,8 @@ class MlxContext:
         self._fed: np.ndarray | None = None  # a fed batch's row, until collected
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
+        # Drafters that read the target's hidden states (engine.runtime.mlx.hidden): every decoded batch.
+        self.observers = BatchTaps(model.module, model.name)
 
     @property
     def n_past(self) -> int:
@@ -121,7 +124,7 @@ class MlxContext:
             chunk = tokens[start : start + step]
             last = start + len(chunk) == n
             t0 = time.perf_counter()
-            logits = self.model.module(mx.array(chunk, dtype=mx.uint32)[None], cache=cache)
+            logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
             if last:
                 out = logits[0] if all_logits else logits[0, -1:]
                 mx.eval(out)
@@ -129,6 +132,7 @@ class MlxContext:
             else:
                 mx.eval([c.state for c in cache])
             self.decode_s += time.perf_counter() - t0
+            self.observers.tell(chunk, self.n_past)
             self.tokens.extend(chunk)
         if side is not None and not side.running:
             side.run()
@@ -255,14 +259,13 @@ class MlxContext:
             self._cancelled = None
 
     def observe_batches(self, observer: BatchObserver, hidden_states: bool = True) -> Callable[[], None]:
-        """Not yet on MLX: drafters that read the target's hidden states (MTP, EAGLE-3, DFlash) come later."""
-        raise RuntimeFailure(
-            f"the MLX runtime cannot hand {self.model.name}'s hidden states to a drafter yet: "
-            "choose a draft model or n-grams."
-        )
+        """Hand every batch this context decodes to `observer`: its tokens, first position and, where
+        asked, the model's last layer (normed) for each token; returns the way to stop."""
+        return self.observers.add(observer, hidden_states)
 
     def observers_paused(self) -> AbstractContextManager[None]:
-        return nullcontext()
+        """Decode without telling the observers (nor computing hidden states for them): a plain reply."""
+        return self.observers.paused()
 
     # The accelerations' seams: none on MLX yet (MlxOptions.acceleration says why).
 

@@ -157,8 +157,6 @@ def test_a_long_prefill_stops_between_chunks_when_cancelled():
     with ctx.stoppable(cancelled), pytest.raises(Cancelled):
         ctx.decode(PROMPT, all_logits=False)
     assert ctx.tokens == PROMPT[:8] and asked == [0, 4, 8]  # the chunks done stay in the cache
-    with pytest.raises(RuntimeFailure, match="hidden states"):
-        ctx.observe_batches(lambda *_: None)
 
 
 def test_a_folder_saved_and_loaded_back_gives_identical_rows(target, tmp_path: Path):

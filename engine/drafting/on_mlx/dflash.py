@@ -1,0 +1,148 @@
+"""DFlash on MLX: a whole block of drafts in one pass over the target's layers, as mlx-vlm runs it.
+
+The drafter is mlx-vlm's DFlashDraftModel (Qwen 3's DFlash checkpoints), loaded from its own
+folder; it borrows the target's embeddings and head. Every batch the target decodes hands over
+the outputs of its layers `target_layer_ids`, side by side (engine.runtime.mlx.hidden taps them).
+A draft is one non-causal pass over [last token, MASK, ...]: the states of the positions its cache
+lacks go in first, as context whose keys and values it keeps, and each MASK slot answers with the
+token at its position. As mlx-vlm 0.7.10's `_dflash_rounds`: the context grows by the verified
+positions each round, and the block itself leaves nothing in the cache.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+from engine.depth import MAX_DEPTH
+from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
+from engine.drafting.dflash import DFLASH_KIND
+from engine.drafting.on_mlx.heads import TargetStates
+from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx.context import MlxContext
+from engine.runtime.side import SideWork
+from engine.sampling import Sampler
+
+
+def load_dflash(folder: Path) -> nn.Module:
+    """A DFlash drafter's MLX folder, through mlx-vlm's loader."""
+    from mlx_vlm.speculative.drafters import DFlashDraftModel, load_drafter
+
+    if not (folder / "config.json").is_file():
+        raise IncompatibleDrafter(f"{folder} is not a DFlash drafter's folder: it has no config.json.")
+    try:
+        model, _ = load_drafter(str(folder), "dflash")
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        raise IncompatibleDrafter(f"mlx-vlm could not load {folder.name} as a DFlash drafter: {e}") from e
+    if type(model) is not DFlashDraftModel:
+        raise IncompatibleDrafter(
+            f"{folder.name} is a {type(model).__name__}; the MLX runtime drafts with DFlash's own model alone yet."
+        )
+    return model
+
+
+class MlxDflashDrafter(OwnPace):
+    """A DFlash drafter for an MLX target, reading the target's chosen layers."""
+
+    kind = DFLASH_KIND
+    has_distribution = True
+    needs_hidden_states = True
+
+    def __init__(self, target: MlxContext, drafter: nn.Module, max_depth: int = MAX_DEPTH, name: str = "") -> None:
+        config = drafter.config
+        parts = target.observers.parts
+        if int(config.hidden_size) != parts.width:
+            raise IncompatibleDrafter(
+                f"the DFlash drafter is {config.hidden_size} wide, and {target.model.name} is {parts.width} wide: "
+                "it was trained for another target."
+            )
+        self.mask = int(config.mask_token_id)
+        if not 0 <= self.mask < target.model.n_vocab:
+            raise IncompatibleDrafter(
+                f"the DFlash drafter's mask token {self.mask:,} is outside {target.model.name}'s vocabulary: "
+                "it was trained for another target."
+            )
+        self.layers = [int(i) for i in config.target_layer_ids]
+        self.drafter = drafter.bind(target.model.module)
+        self.target, self.name = target, name or "DFlash drafter"
+        self.max_depth = min(max_depth, int(config.block_size) - 1)
+        self.decode_s = 0.0
+        self.ctx = self  # the round counts the drafter's time inside MLX as its own
+        self._dtype = parts.inner.embed_tokens.weight.dtype
+        self._rows = np.empty((self.max_depth, target.model.n_vocab), dtype=np.float32)
+        self._untap = target.observers.tap_layers(self.layers)  # refuses a layer the target lacks
+        self.reset()
+        self._stop = target.observe_batches(self._seen, hidden_states=False)
+
+    def _seen(self, tokens: list[int], start: int, hidden: np.ndarray | None) -> None:
+        taps = self.target.observers.layer_out
+        rows = np.concatenate([np.array(taps[i][0].astype(mx.float32)) for i in self.layers], axis=1)
+        self._states.add(start, rows)
+
+    def prefill(self, history: list[int]) -> None:
+        """The target's prefill handed its layers over; the drafter takes them in at the first draft."""
+        self._states.held(self._context, len(history) - 1)
+
+    def draft(
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
+    ) -> Draft:
+        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        if k <= 0:
+            return Draft()
+        t0 = time.perf_counter()
+        end = len(history) - 1  # the block's first slot is the last token's position
+        self._trim(min(self._context, end))
+        context = mx.array(self._states.held(self._context, end))[None].astype(self._dtype)
+        block = mx.array([[history[-1]] + [self.mask] * k], dtype=mx.int32)
+        d = self.drafter
+        logits = d._logits(d._hidden(block, context, self._cache)[:, 1:])[0]
+        mx.eval(logits)
+        self._context = end
+        rows = np.array(logits.astype(mx.float32))
+        tokens: list[int] = []
+        for i in range(k):
+            token = choose_draft(self._rows[i], rows[i], sampler, p_min, banned)
+            if token is None:
+                break
+            tokens.append(token)
+        self.decode_s += time.perf_counter() - t0
+        return Draft(tokens, self._rows[: len(tokens)], sampler)
+
+    def verified(self, batch: VerifyBatch) -> None:
+        """Nothing to carry: the verify pass's layers came with its batch."""
+
+    def rewind(self, keep: int) -> None:
+        self._trim(min(self._context, keep))
+        self._states.forget_from(keep)
+
+    def _trim(self, context: int) -> None:
+        """Keep the context of positions before `context`: trimmed, or (a windowed cache) taken in again."""
+        drop = self._context - context
+        if drop <= 0:
+            return
+        if all(c.is_trimmable() for c in self._cache):
+            for c in self._cache:
+                c.trim(drop)
+            self._context = context
+        else:
+            self._cache, self._context = self.drafter.make_cache(), 0
+
+    def reset(self) -> None:
+        self._cache: list[Any] = self.drafter.make_cache()
+        self._context = 0  # positions whose states the cache holds as context
+        self._states = TargetStates(self.name)
+
+    def close(self) -> None:
+        self._stop()
+        self._untap()

@@ -1,0 +1,168 @@
+"""What an MLX MTP head and an EAGLE-3 drafter share: a small model chained on the target's states.
+
+Both keep a KV cache whose entry p holds (the token at p+1, what the target computed at p) and
+answer with a guess for p+2. As mlx-vlm 0.7.10's round loops drive them (`_mtp_rounds`,
+`_eagle3_rounds`):
+
+- every target batch hands its states over (MlxContext.observe_batches); a draft first feeds, in
+  one batch, the entries the drafter lacks (the prompt's after a prefill, the verified ones after a
+  round), and its last output gives the first draft;
+- each further draft steps the drafter on its own output and appends that entry; the draft's last
+  token is not fed, since the verify pass hands its state over;
+- after the verify an MTP head keeps its own entries for the drafts the target kept (the round's
+  rewind drops the rest), though they read the head's state, not the target's; EAGLE-3 drops them
+  all and feeds the kept drafts again with the target's states (`keeps_own_entries`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
+from engine.errors import RuntimeFailure
+from engine.runtime.contexts import common_prefix
+from engine.runtime.mlx.context import MlxContext
+from engine.runtime.side import SideWork
+from engine.sampling import Sampler
+
+
+class TargetStates:
+    """The target's states a drafter has yet to take in, by position: what each decoded batch handed over."""
+
+    def __init__(self, who: str) -> None:
+        self.who = who
+        self.first, self.rows = 0, None  # rows[i] is position first + i's
+
+    def add(self, start: int, rows: np.ndarray) -> None:
+        """A batch's rows from position `start` on, replacing any held from there on."""
+        if self.rows is not None and self.first <= start <= self.first + len(self.rows):
+            self.rows = np.concatenate([self.rows[: start - self.first], rows])
+        else:
+            self.first, self.rows = start, rows.copy()
+
+    def held(self, first: int, end: int) -> np.ndarray:
+        """The rows of positions first..end-1, or a sentence for a drafter that missed them."""
+        s = self.rows
+        if first < end and (s is None or first < self.first or end > self.first + len(s)):
+            raise RuntimeFailure(f"{self.who} missed part of the target's cache; reset both before a reply")
+        if s is None:
+            return np.zeros((0, 0), dtype=np.float32)
+        return s[first - self.first : end - self.first]
+
+    def forget_from(self, keep: int) -> None:
+        if self.rows is not None and keep < self.first + len(self.rows):
+            self.rows = self.rows[: max(keep - self.first, 0)]
+
+
+class ChainedHead(OwnPace):
+    """A drafter whose entries chain the target's states (an MLX MTP head, EAGLE-3): the round's part."""
+
+    has_distribution = True
+    needs_hidden_states = True
+    keeps_own_entries = True  # MTP's: the drafts' own entries stay where the target kept the token
+    reads_last_layer = True  # the target's last layer, normed (MTP); EAGLE-3 reads tapped layers
+
+    def __init__(self, target: MlxContext, max_depth: int, name: str) -> None:
+        self.target, self.max_depth, self.name = target, max_depth, name
+        self.decode_s = 0.0
+        self.ctx = self  # the round counts the drafter's time inside MLX as its own
+        self._rows = np.empty((max_depth, target.model.n_vocab), dtype=np.float32)
+        self.reset()
+        self._stop = target.observe_batches(self._seen, hidden_states=self.reads_last_layer)
+
+    # What a kind says: its cache, the state it keeps of a target batch, one forward, its logits.
+
+    def make_cache(self) -> list[Any]:
+        raise NotImplementedError
+
+    def states(self, hidden: np.ndarray | None) -> np.ndarray:
+        """What the drafter reads of a target batch, a row a position (its last layer, or chosen layers)."""
+        assert hidden is not None
+        return hidden
+
+    def forward(self, tokens: mx.array, states: mx.array, first: int) -> mx.array:
+        """Append entries (tokens[i], states[i]) at entry positions first, first+1, ...; the outputs."""
+        raise NotImplementedError
+
+    def logits(self, out: mx.array) -> np.ndarray:
+        """The drafter's row over the target's vocabulary for one output ([1, 1, width])."""
+        raise NotImplementedError
+
+    # The round's part.
+
+    def _seen(self, tokens: list[int], start: int, hidden: np.ndarray | None) -> None:
+        """A batch the target decoded: keep its states until the drafter's entries take them in."""
+        self._states.add(start, self.states(hidden))
+
+    def prefill(self, history: list[int]) -> None:
+        """The target's prefill handed its states over; the drafter takes them in at the first draft."""
+        self._states.held(len(self._fed), len(history) - 1)
+
+    def _feed(self, tokens: list[int], states: mx.array) -> mx.array:
+        out = self.forward(mx.array([tokens], dtype=mx.int32), states, len(self._fed))
+        self._fed += tokens
+        return out
+
+    def draft(
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
+    ) -> Draft:
+        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        if k <= 0:
+            return Draft()
+        t0 = time.perf_counter()
+        self._trim(common_prefix(self._fed, history[1:]))  # entry p embeds history[p + 1]
+        end = len(history) - 1  # the target holds the states of every position before the last token's
+        if len(self._fed) < end:
+            first = len(self._fed)
+            self._out = self._feed(history[first + 1 :], mx.array(self._states.held(first, end))[None])[:, -1:, :]
+        if self._out is None:
+            return Draft()
+        tokens: list[int] = []
+        out, fed = self._out, len(self._fed)
+        for i in range(k):
+            token = choose_draft(self._rows[i], self.logits(out), sampler, p_min, banned)
+            if token is None:
+                break
+            tokens.append(token)
+            if i < k - 1:  # the last draft's state comes from the verify pass
+                out = self._feed([token], out)
+        if not self.keeps_own_entries:
+            self._trim(fed)
+        self._out = None  # the next draft starts from entries the round kept
+        self.decode_s += time.perf_counter() - t0
+        return Draft(tokens, self._rows[: len(tokens)], sampler)
+
+    def verified(self, batch: VerifyBatch) -> None:
+        """Nothing to carry: the verify pass's states came with its batch."""
+
+    def rewind(self, keep: int) -> None:
+        """Forget positions from `keep` on: the entries that embed them, the states held for them."""
+        self._trim(max(keep - 1, 0))
+        self._states.forget_from(keep)
+
+    def _trim(self, entries: int) -> None:
+        drop = len(self._fed) - entries
+        if drop > 0:
+            for c in self._cache:
+                c.trim(drop)
+            del self._fed[entries:]
+            self._out = None
+
+    def reset(self) -> None:
+        self._cache: list[Any] = self.make_cache()
+        self._fed: list[int] = []  # the token each entry embeds, entry by entry
+        self._out: mx.array | None = None  # the output at the last entry, where a draft can start
+        self._states = TargetStates(self.name)
+
+    def close(self) -> None:
+        self._stop()

@@ -1,0 +1,195 @@
+"""Tiny Qwen 3.5 targets written as MLX folders, and mlx-vlm 0.7.10 as the oracle of drafters that read them.
+
+Random weights; every layer full attention, so the target's KV cache trims a rejected draft. Our
+side loads the folder with MlxModel.load (mlx-lm's class, which drops any `mtp.*` weights); the
+oracle builds mlx-vlm's own Qwen 3.5 class on the same weights. Shared by test_mlx_drafters.py
+(MTP heads) and test_mlx_eagle3.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import mlx.core as mx
+from mlx.utils import tree_flatten
+from mlx_lm.models import qwen3_5 as lm_qwen3_5
+from mlx_vlm.models.qwen3_5.config import ModelConfig, TextConfig
+from mlx_vlm.models.qwen3_5.language import LanguageModel
+from mlx_vlm.speculative.drafters.qwen3_5_mtp import ModelConfig as HeadConfig
+from mlx_vlm.speculative.drafters.qwen3_5_mtp import Qwen3_5MTPDraftModel
+
+from engine.depth import FixedDepth
+from engine.drafting.base import Drafter
+from engine.events import RoundEvent, TokenEvent, TokenKind
+from engine.rounds import GenerationConfig, Prefill
+from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions
+from engine.speculative import generate
+
+VOCAB = 97
+WIDTH = 64
+PROMPT = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]
+N_TOKENS = 24
+A, R, B, P = TokenKind.ACCEPTED, TokenKind.REPLACED, TokenKind.BONUS, TokenKind.PLAIN
+TEXT_CONFIG = {
+    "model_type": "qwen3_5_text",
+    "hidden_size": WIDTH,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": VOCAB,
+    "rms_norm_eps": 1e-6,
+    # Every layer full attention: no recurrent state, so the target's cache trims a rejected draft.
+    "full_attention_interval": 1,
+    "linear_num_value_heads": 2,
+    "linear_num_key_heads": 2,
+    "linear_key_head_dim": 16,
+    "linear_value_head_dim": 16,
+    "linear_conv_kernel_dim": 4,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 512,
+    "rope_parameters": {
+        "type": "default",
+        "rope_theta": 10000.0,
+        "partial_rotary_factor": 0.25,
+        "mrope_section": [2, 1, 1],
+    },
+    "mtp_num_hidden_layers": 1,
+}
+CONFIG = {"model_type": "qwen3_5", "text_config": TEXT_CONFIG, "tie_word_embeddings": False}
+
+
+def config(layers: int) -> dict:
+    """The target's config.json with `layers` decoder layers."""
+    return {**CONFIG, "text_config": {**TEXT_CONFIG, "num_hidden_layers": layers}}
+
+
+def write_target(
+    folder: Path, seed: int, head: str, layers: int = 2, permuted: bool = False, fixed: int | None = None
+) -> Path:
+    """A Qwen 3.5 MLX folder with an MTP head: `head` "random", "copy" (the target's layers add
+    nothing, so its next token is a function of the token alone, and the head, reading only the
+    token, guesses it: every draft kept), or "noisy" (the copy, its hidden-state half random).
+    `permuted` (with a copy): the target's head makes that function a permutation (next_tokens),
+    with `fixed` followed by itself where given."""
+    mx.random.seed(seed)
+    module = lm_qwen3_5.Model(lm_qwen3_5.ModelArgs.from_dict(config(layers)))
+    mtp = Qwen3_5MTPDraftModel(HeadConfig.from_dict({"model_type": "qwen3_5_mtp", "text_config": TEXT_CONFIG}))
+    weights = dict(tree_flatten(module.parameters()))
+    heads = dict(tree_flatten(mtp.parameters()))
+    if head != "random":
+        for name in list(weights):
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                weights[name] = mx.zeros_like(weights[name])
+        for name in list(heads):
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                heads[name] = mx.zeros_like(heads[name])
+        noise = 0.25 * mx.random.normal((WIDTH, WIDTH)) / WIDTH**0.5 if head == "noisy" else mx.zeros((WIDTH, WIDTH))
+        heads["fc.weight"] = mx.concatenate([mx.eye(WIDTH), noise], axis=1)
+        if permuted:  # lm_head row next[t] is token t's normed embedding: its dot product is the largest
+            next_of = mx.random.permutation(VOCAB).tolist()
+            if fixed is not None:
+                before = next_of.index(fixed)
+                next_of[before], next_of[fixed] = next_of[fixed], fixed
+            embed = weights["language_model.model.embed_tokens.weight"]
+            weights["language_model.lm_head.weight"] = rows_for(embed, mx.array(next_of))
+    weights.update({f"mtp.{k}": v for k, v in heads.items()})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config(layers)))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return folder
+
+
+def rows_for(embed: mx.array, next_of: mx.array) -> mx.array:
+    """A head whose row next_of[t] is token t's embedding, RMS-normed: over a normed embedding its
+    argmax is next_of[t] (every normed row is as long, and the row itself points the same way)."""
+    normed = embed / mx.sqrt(mx.mean(embed * embed, axis=-1, keepdims=True))
+    return normed[mx.argsort(next_of)]
+
+
+def next_tokens(folder: Path) -> list[int]:
+    """A permuted copy target's next token after each token (write_target)."""
+    saved = mx.load(str(folder / "model.safetensors"))
+    embed = saved["language_model.model.embed_tokens.weight"]
+    normed = embed / mx.sqrt(mx.mean(embed * embed, axis=-1, keepdims=True))
+    return mx.argmax(normed @ saved["language_model.lm_head.weight"].T, axis=-1).tolist()
+
+
+def load_target(folder: Path) -> MlxModel:
+    model = MlxModel.load(folder, MlxOptions())
+    # mlx-lm 0.32.2 builds a mask for a recurrent layer that an all-attention Qwen 3.5 lacks.
+    model.module.language_model.model.ssm_idx = None
+    return model
+
+
+class _AllAttention(list):
+    """mlx-vlm's prompt cache for an all-attention Qwen 3.5: it asks for its (absent) recurrent layer's cache."""
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return None if i is None else super().__getitem__(i)
+
+
+def oracle_target(folder: Path) -> tuple[LanguageModel, list]:
+    """mlx-vlm's own Qwen 3.5 on the folder's weights, and a prompt cache for it."""
+    cfg = json.loads((folder / "config.json").read_text())
+    lm = LanguageModel(
+        TextConfig.from_dict(cfg["text_config"]),
+        ModelConfig.from_dict({**cfg, "vision_config": {}, "vocab_size": VOCAB}),
+    )
+    saved = mx.load(str(folder / "model.safetensors"))
+    lm.load_weights([(k.removeprefix("language_model."), v) for k, v in saved.items() if not k.startswith("mtp.")])
+    lm.model.ssm_idx = None
+    return lm, _AllAttention(lm.make_cache())
+
+
+def recording(drafter, method: str = "draft_block") -> list[list[int]]:
+    """Each round's drafts, as mlx-vlm's drafter module hands them to its round loop (through `method`)."""
+    drafts: list[list[int]] = []
+    draft_block = getattr(drafter, method)
+
+    def recorded(*args, **kwargs):
+        out = draft_block(*args, **kwargs)
+        drafts.append(out.reshape(-1).tolist())
+        return out
+
+    setattr(drafter, method, recorded)
+    return drafts
+
+
+def reply(
+    target: MlxModel, depth: int, load: Callable[[MlxContext], Drafter], n_tokens: int = N_TOKENS
+) -> tuple[list[TokenEvent], list[RoundEvent]]:
+    """Our reply: the drafter `load` makes on the target's MlxContext, then the round's loop."""
+    ctx = target.new_context(max_rows=depth + 1)
+    drafter = load(ctx)
+    first_row, prefilled = ctx.prefill(PROMPT)
+    drafter.prefill(PROMPT)
+    cfg = GenerationConfig(max_tokens=n_tokens, depth=depth)
+    events = list(
+        generate(ctx, drafter, FixedDepth(depth), list(PROMPT), cfg, prefill=Prefill(prefilled, 0.0, first_row))
+    )
+    toks = [e for e in events if isinstance(e, TokenEvent)]
+    assert ctx.tokens == [*PROMPT, *[t.token_id for t in toks]][:-1]  # rewound to what was kept
+    drafter.close()
+    return toks, [e for e in events if isinstance(e, RoundEvent)]
+
+
+def plain(target: MlxModel, n_tokens: int) -> list[int]:
+    """Greedy decoding one token at a time on the target alone."""
+    ctx = target.new_context()
+    row, _ = ctx.prefill(PROMPT)
+    out = [int(row.argmax())]
+    while len(out) < n_tokens:
+        out.append(int(ctx.decode([out[-1]], all_logits=False)[-1].argmax()))
+    return out
+
+
+def provenance(accepted: list[int], drafts: list[list[int]]) -> list[TokenKind]:
+    """What the oracle's rounds say each token was: kept drafts, then a correction or the bonus."""
+    kinds_ = [P]
+    for a, d in zip(accepted, drafts):
+        kinds_ += [A] * a + [B if a == len(d) else R]
+    return kinds_

@@ -1,0 +1,164 @@
+"""DFlash on the MLX runtime, against mlx-vlm 0.7.10's own DFlash generation (`_dflash_rounds`).
+
+A tiny DFlash drafter (mlx-vlm's DFlashDraftModel, random weights) is written as its own MLX folder
+beside a tiny Qwen 3.5 target (mlx_targets.py); engine.drafting.kinds loads it for the target's
+MlxContext. The oracle runs mlx-vlm's own Qwen 3.5 on the same weights. Fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+mx = pytest.importorskip("mlx.core")
+pytest.importorskip("mlx_lm")
+pytest.importorskip("mlx_vlm")
+
+from mlx.utils import tree_flatten  # noqa: E402
+from mlx_targets import (  # noqa: E402
+    N_TOKENS,
+    PROMPT,
+    VOCAB,
+    WIDTH,
+    A,
+    B,
+    load_target,
+    oracle_target,
+    plain,
+    provenance,
+    recording,
+    reply,
+    write_target,
+)
+from mlx_vlm.speculative.dflash import _dflash_rounds  # noqa: E402
+from mlx_vlm.speculative.drafters import DFlashDraftModel  # noqa: E402
+from mlx_vlm.speculative.drafters.qwen3_dflash import ModelConfig as DFlashConfig  # noqa: E402
+
+from engine.drafting import kinds  # noqa: E402
+from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash  # noqa: E402
+from engine.errors import IncompatibleDrafter, RuntimeFailure  # noqa: E402
+from engine.events import TokenKind  # noqa: E402
+from engine.runtime.mlx import MlxContext  # noqa: E402
+
+LAYERS = 3
+MASK = PROMPT[-1]  # the known-by-construction variant's target writes it after itself
+
+
+def write_dflash(
+    folder: Path, seed: int, target_layers: tuple[int, ...] = (0, 2), block: int = 4, silent: bool = False
+) -> Path:
+    """A DFlash drafter folder (random weights; the target's embeddings and head are borrowed). `silent`:
+    its attention and MLP add nothing, so each MASK slot answers with the target's next token after MASK."""
+    cfg = {
+        "model_type": "qwen3",
+        "hidden_size": WIDTH,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": VOCAB,
+        "max_position_embeddings": 512,
+        "rope_theta": 10000.0,
+        "block_size": block,
+        "dflash_config": {"mask_token_id": MASK, "target_layer_ids": list(target_layers)},
+    }
+    mx.random.seed(seed)
+    drafter = DFlashDraftModel(DFlashConfig.from_dict(cfg))
+    weights = dict(tree_flatten(drafter.parameters()))
+    if silent:
+        for name in ("layers.0.self_attn.o_proj.weight", "layers.0.mlp.down_proj.weight"):
+            weights[name] = mx.zeros_like(weights[name])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return folder
+
+
+def load(ctx: MlxContext, folder: Path, depth: int) -> MlxDflashDrafter:
+    drafter = kinds.load(kinds.DFLASH, ctx, folder, ctx.model.options, max_depth=depth)
+    assert isinstance(drafter, MlxDflashDrafter) and drafter.kind == kinds.DFLASH.name
+    return drafter
+
+
+def oracle(target: Path, folder: Path, depth: int, n_tokens: int) -> tuple[list[int], list[list[int]], list[int]]:
+    """mlx-vlm's greedy DFlash generation: its tokens, each round's drafts, each round's accepted count."""
+    lm, cache = oracle_target(target)
+    drafter = load_dflash(folder)  # an instance of its own, beside the one our drafter loads
+    drafts = recording(drafter, "draft_block_greedy")
+    prompt = mx.array([PROMPT], dtype=mx.int32)
+    out = lm(prompt, cache=cache, capture_layer_ids=list(drafter.config.target_layer_ids))
+    bonus = int(mx.argmax(out.logits[0, -1]).item())
+    rounds = _dflash_rounds(
+        lm,
+        drafter,
+        cache,
+        mx.concatenate(out.hidden_states, axis=-1),
+        first_bonus=bonus,
+        max_tokens=n_tokens,
+        sampler=lambda x: mx.argmax(x, axis=-1),
+        draft_block_size=depth + 1,
+        token_dtype=mx.int32,
+        greedy_sampling=True,
+    )
+    written = [bonus, *(t for t, _ in rounds)]
+    return written, drafts, list(drafter.accept_lens)
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+@pytest.mark.parametrize("depth", [2, 3])
+def test_dflash_drafts_and_tokens_are_mlx_vlms_own(tmp_path: Path, seed: int, depth: int):
+    """Round by round our blocks of drafts and accepted counts are mlx-vlm's, while ours drafted at full
+    depth, and the tokens are plain greedy decoding's."""
+    target_folder = write_target(tmp_path / "qwen35", seed, "random", layers=LAYERS)
+    folder = write_dflash(tmp_path / "dflash", seed + 100)
+    target = load_target(target_folder)
+    ours, rounds = reply(target, depth, lambda ctx: load(ctx, folder, depth))
+    theirs, their_drafts, their_accepted = oracle(target_folder, folder, depth, N_TOKENS + 2 * depth)
+    assert [e.token_id for e in ours] == theirs[:N_TOKENS] == plain(target, N_TOKENS)
+    full = [r for r in rounds[1:] if r.depth == depth and r.drafted == depth]
+    assert len(full) >= 4
+    assert [list(r.draft_tokens) for r in rounds[1 : 1 + len(full)]] == their_drafts[: len(full)]
+    assert [r.accepted for r in rounds[1 : 1 + len(full)]] == their_accepted[: len(full)]
+    expected = provenance(their_accepted[: len(full)], their_drafts[: len(full)])
+    assert [e.kind for e in ours[: len(expected)]] == expected
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_a_dflash_drafter_that_answers_the_targets_own_token_has_every_draft_kept(tmp_path: Path, depth: int):
+    """The target writes MASK after MASK (a copy target whose next token is a permutation with MASK
+    fixed), and the prompt ends with MASK; the drafter's slots, adding nothing to MASK's embedding,
+    answer with the target's head over it: MASK. Every draft is kept, then the bonus, as mlx-vlm's."""
+    target_folder = write_target(tmp_path / "qwen35", 31, "copy", layers=LAYERS, permuted=True, fixed=MASK)
+    folder = write_dflash(tmp_path / "dflash", 131, silent=True)
+    target = load_target(target_folder)
+    ours, rounds = reply(target, depth, lambda ctx: load(ctx, folder, depth))
+    theirs, their_drafts, their_accepted = oracle(target_folder, folder, depth, N_TOKENS + 2 * depth)
+    assert [e.token_id for e in ours] == theirs[:N_TOKENS] == [MASK] * N_TOKENS
+    full = [r for r in rounds[1:] if r.depth == depth and r.drafted == depth]
+    assert [list(r.draft_tokens) for r in full] == their_drafts[: len(full)] == [[MASK] * depth] * len(full)
+    assert their_accepted[: len(full)] == [depth] * len(full)
+    assert [e.kind for e in ours[: 1 + len(full) * (depth + 1)]] == [TokenKind.PLAIN, *([A] * depth + [B]) * len(full)]
+
+
+def test_dflash_draws_no_deeper_than_its_block_and_untaps_when_closed(tmp_path: Path):
+    target = load_target(write_target(tmp_path / "qwen35", 21, "random", layers=LAYERS))
+    ctx = target.new_context(max_rows=8)
+    layers = target.module.language_model.model.layers
+    own = [type(layer) for layer in layers]
+    drafter = load(ctx, write_dflash(tmp_path / "dflash", 121, block=4), 7)
+    assert drafter.max_depth == 3  # a block of 4: the last token and three masks
+    assert [type(layer) is cls for layer, cls in zip(layers, own)] == [False, True, False]
+    drafter.close()
+    assert [type(layer) for layer in layers] == own
+
+
+def test_a_dflash_drafter_for_another_target_is_refused_in_a_sentence(tmp_path: Path):
+    target = load_target(write_target(tmp_path / "qwen35", 21, "random", layers=2))
+    ctx = target.new_context(max_rows=3)
+    with pytest.raises(RuntimeFailure, match="has 2 layers"):
+        load(ctx, write_dflash(tmp_path / "dflash", 121, target_layers=(0, 2)), 2)
+    with pytest.raises(IncompatibleDrafter, match="not a DFlash drafter's folder"):
+        load(ctx, tmp_path / "nowhere", 2)
