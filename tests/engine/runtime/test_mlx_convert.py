@@ -19,12 +19,17 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 gguf = pytest.importorskip("gguf")
 
+from engine.depth import FixedDepth  # noqa: E402
+from engine.drafting import ModelDrafter  # noqa: E402
 from engine.errors import ModelFileError  # noqa: E402
+from engine.events import TokenEvent  # noqa: E402
+from engine.rounds import GenerationConfig, Prefill  # noqa: E402
 from engine.runtime.llama.model import Model  # noqa: E402
 from engine.runtime.llama.options import RuntimeOptions  # noqa: E402
 from engine.runtime.llama.probe import trust  # noqa: E402
 from engine.runtime.mlx import MlxModel  # noqa: E402
 from engine.runtime.mlx.convert import STAMP, mlx_folder_for  # noqa: E402
+from engine.speculative import generate  # noqa: E402
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, FF = 64, 2, 4, 2, 128
 HEAD_DIM = HIDDEN // HEADS
@@ -166,7 +171,7 @@ def test_a_float32_conversion_gives_llama_cpps_rows_and_tokens(tiny, tmp_path):
 def test_tied_embeddings_and_4bit_make_a_folder_mlx_lm_loads(tmp_path):
     path = tmp_path / "tied.gguf"
     write_tiny(path, "qwen2", tied=True)
-    folder = mlx_folder_for(path, cache=tmp_path / "mlx")
+    folder = mlx_folder_for(path, "4bit", cache=tmp_path / "mlx")
     config = json.loads((folder / "config.json").read_text())
     assert config["tie_word_embeddings"] is True
     assert config["quantization"] == {"group_size": 64, "bits": 4, "mode": "affine"}
@@ -218,3 +223,95 @@ def test_an_architecture_without_a_converter_says_so(tmp_path):
     with pytest.raises(ModelFileError, match="converting mamba models to MLX is not supported"):
         mlx_folder_for(path, cache=tmp_path / "mlx")
     assert not any((tmp_path / "mlx").iterdir())  # the partial folder went with the failure
+
+
+# ---- the real models (slow) ---------------------------------------------------------------------
+
+CHAT = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+REAL_TEXTS = [
+    "Write a bubble sort in C++.",
+    "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
+    "  Ünïcödé, 中文, emoji 🎉 and\ttabs\r\n",
+    "<|fim_prefix|>def f(<|fim_suffix|>):\n<|fim_middle|><|endoftext|></s>",
+    CHAT.format("How much change from 50 dollars for 7 pens at 3 dollars?"),
+]
+POSITIONS = 64
+# Teacher-forced on llama.cpp's own greedy reply. Q4_K_M and MLX's 4-bit groups round differently;
+# this bound is a guess still to be measured (MLX's CPU backend decodes the 1.5B too slowly here).
+MIN_TOP1_AGREEMENT_4BIT = 0.85
+# SmolLM2 in float32 against llama.cpp's Q4_1 with 8-bit activations and a q8_0 KV cache: measured
+# 32 of 33 teacher-forced picks agreeing and rows at most 1.7 apart (of magnitude ~40).
+MIN_TOP1_AGREEMENT_F32 = 0.9
+SMOLLM_ROW_TOLERANCE = 3.0
+
+
+def greedy(ctx, prompt: list[int], n: int) -> list[int]:
+    row, out = ctx.decode(prompt, all_logits=False)[-1], []
+    for _ in range(n):
+        out.append(int(row.argmax()))
+        row = ctx.decode([out[-1]], all_logits=False)[-1]
+    return out
+
+
+def test_the_converted_target_tokenizes_and_stops_as_llama_cpp(mlx_default_pair, target_path, drafter_path):
+    cpp = Model(target_path, vocab_only=True)
+    for folder in mlx_default_pair:
+        model = MlxModel.load(folder)
+        for text in REAL_TEXTS:
+            assert model.tokenize(text) == cpp.tokenize(text), text
+        assert model.eog_tokens() == cpp.eog_tokens()
+        assert model.n_vocab == cpp.n_vocab
+        rendered = model.tokenizer.apply_chat_template(
+            [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+        )
+        assert rendered == CHAT.format("hi")
+
+
+def test_the_4bit_target_mostly_picks_llama_cpps_tokens(mlx_default_pair, target_path):
+    mlx_model = MlxModel.load(mlx_default_pair[0])
+    cpp = Model(target_path)
+    prompt = cpp.tokenize(CHAT.format(REAL_TEXTS[0]))
+    reply = greedy(cpp.new_context(), prompt, POSITIONS)
+    seq = [*prompt, *reply]
+    ours = mlx_model.new_context(max_rows=len(seq)).decode(seq, all_logits=True)[len(prompt) - 1 : -1]
+    agreement = float(np.mean(ours.argmax(axis=1) == np.array(reply)))
+    assert agreement >= MIN_TOP1_AGREEMENT_4BIT, f"top-1 agreement {agreement:.2f} over {POSITIONS} positions"
+
+
+def test_speculation_on_the_converted_pair_equals_plain_decoding(mlx_default_pair):
+    target, drafter = (MlxModel.load(f) for f in mlx_default_pair)
+    prompt = target.tokenize(CHAT.format(REAL_TEXTS[0]))
+
+    def reply(depth: int, draft: MlxModel | None) -> list[TokenEvent]:
+        ctx = target.new_context(max_rows=depth + 1)
+        model_drafter = ModelDrafter(draft, max_depth=depth) if draft is not None else None
+        row, decoded = ctx.prefill(prompt)
+        if model_drafter is not None:
+            model_drafter.prefill(prompt)
+        cfg = GenerationConfig(max_tokens=48, depth=depth)
+        events = generate(ctx, model_drafter, FixedDepth(depth), list(prompt), cfg, prefill=Prefill(decoded, 0.0, row))
+        return [e for e in events if isinstance(e, TokenEvent)]
+
+    plain = reply(0, None)
+    speculated = reply(4, drafter)
+    assert [e.token_id for e in speculated] == [e.token_id for e in plain]
+    assert len(plain) == 48 or target.is_eog(plain[-1].token_id)
+    assert any(e.kind.name == "ACCEPTED" for e in speculated)  # the drafter did draft
+
+
+def test_smollm_dequantized_to_float32_agrees_with_llama_cpp(smollm_path, tmp_path_factory):
+    """SmolLM2 (llama, q/k permuted by llama.cpp's converter) in float32: llama.cpp's Q4_1 weights,
+    exactly. What remains is llama.cpp's side: activations rounded to 8 bits for its Q4_1 dot
+    products and a q8_0 KV cache."""
+    folder = mlx_folder_for(smollm_path, "f32", cache=tmp_path_factory.mktemp("mlx"))
+    mlx_model = MlxModel.load(folder)
+    cpp = Model(smollm_path)
+    prompt = cpp.tokenize(CHAT.format(REAL_TEXTS[0]))
+    assert mlx_model.tokenize(CHAT.format(REAL_TEXTS[0])) == prompt
+    reply = greedy(cpp.new_context(), prompt, POSITIONS)
+    seq = [*prompt, *reply]
+    ours = mlx_model.new_context(max_rows=len(seq)).decode(seq, all_logits=True)
+    theirs = cpp.new_context(max_rows=len(seq)).decode(seq, all_logits=True)
+    picks = ours[len(prompt) - 1 : -1].argmax(axis=1)
+    assert float(np.mean(picks == np.array(reply))) >= MIN_TOP1_AGREEMENT_F32
+    assert np.abs(ours - theirs).max() <= SMOLLM_ROW_TOLERANCE
