@@ -35,7 +35,17 @@ LONG_PROMPT = "Summarize this article in five sentences.\n\n" + "\n".join(
 
 # Fixtures that load a real model, directly or through another fixture: a test using any is slow.
 MODEL_FIXTURES = frozenset(
-    {"target_path", "drafter_path", "smollm_path", "gemma_path", "engine", "prompts", "make_window", "window"}
+    {
+        "target_path",
+        "drafter_path",
+        "smollm_path",
+        "gemma_path",
+        "engine",
+        "prompts",
+        "make_window",
+        "window",
+        "mlx_default_pair",
+    }
 )
 
 
@@ -70,6 +80,15 @@ def smollm_path() -> Path:
 @pytest.fixture(scope="session")
 def gemma_path() -> Path:
     return _model_path(catalog.GEMMA3_270M)
+
+
+@pytest.fixture(scope="session")
+def mlx_default_pair(target_path, drafter_path) -> tuple[Path, Path]:
+    """The default pair as MLX folders (4-bit), converted once into the user cache (`make mlx-models`)."""
+    pytest.importorskip("mlx_lm")
+    from engine.models.mlx_folders import mlx_folder_for
+
+    return mlx_folder_for(target_path), mlx_folder_for(drafter_path)
 
 
 @pytest.fixture(scope="session")
