@@ -346,10 +346,6 @@ def resolve(spec: str | Path | CatalogModel, progress: Progress | None = None, d
         text = str(spec)
         model = lookup(text) if text != "default" else DEFAULT_TARGET
         if model is None:
-            from engine.models.mlx_catalog import lookup_mlx, resolve_mlx  # an MLX folder, fetched by repository id
-
-            if (mlx := lookup_mlx(text)) is not None:
-                return resolve_mlx(mlx, download)
             path = Path(text).expanduser()
             if not path.exists():
                 names = ", ".join(CATALOG)

@@ -105,16 +105,3 @@ def test_models_list_shows_the_mlx_catalog_the_pairs_for_macs_and_the_folders_he
     ]
     assert main(["models", "qwen3.6-27b-dflash-mlx", "--offline"]) == 0
     assert capsys.readouterr().out == f"DFlash drafter for Qwen3.6-27B (z-lab): {snapshot.resolve()}\n"
-
-
-def test_a_catalog_spec_names_an_mlx_model_too(tmp_path, monkeypatch):
-    from engine.models import catalog
-
-    hub = tmp_path / "hub"
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    snapshot = hf_snapshot(hub, "mlx-community/Qwen3-4B-8bit", "beef", mlx_folder, bits=8)
-    (hub / "models--mlx-community--Qwen3-4B-8bit/refs").mkdir()
-    (hub / "models--mlx-community--Qwen3-4B-8bit/refs/main").write_text("beef")
-    assert catalog.resolve("qwen3-4b-8bit-mlx", download=False) == snapshot.resolve()
-    assert catalog.resolve("mlx-community/Qwen3-4B-8bit", download=False) == snapshot.resolve()
