@@ -87,8 +87,10 @@ def _header_cases(rng: random.Random, weights: bytes) -> list[tuple[str, None, b
 def cases(config: dict, weights: bytes, count: int) -> list[tuple[str, bytes | None, bytes | None]]:
     rng = random.Random(SEED)
     out: list[tuple[str, bytes | None, bytes | None]] = []
-    while len(out) < count:
-        out += _config_cases(rng, config) if len(out) % 2 else _header_cases(rng, weights)
+    rounds = 0
+    while len(out) < count:  # the two families in turn, each round's random mutants new
+        out += _header_cases(rng, weights) if rounds % 2 else _config_cases(rng, config)
+        rounds += 1
     return out[:count]
 
 
