@@ -60,7 +60,7 @@ test-models: $(INSTALLED)
 # The default pair as MLX folders (4-bit), converted from the GGUF files into the user cache
 # once (about 2.5 minutes on two cores; a stat after that): the MLX runtime's tests and `make run` on MLX.
 mlx-models: models
-	$(PY) -m engine.models.mlx_folders
+	$(PY) -m engine.models.mlx_conversions
 
 lint: $(INSTALLED)
 	$(PY) -m ruff check .

@@ -13,7 +13,7 @@ import statistics
 import time
 
 from engine.models import catalog
-from engine.models.mlx_folders import mlx_folder_for
+from engine.models.mlx_conversions import mlx_folder_for
 from engine.runtime.llama.model import Model
 from engine.runtime.mlx import MlxModel
 

@@ -166,14 +166,40 @@ def cmd_models(args: argparse.Namespace) -> int:
         print("\nPairs that draft for themselves, with what their users measured (not us: see the links):")
         for pair in PAIRS:
             print(pair.describe())
+        _list_mlx()
         return 0
+    from engine.models.mlx_catalog import lookup_mlx, resolve_mlx
+
     for name in names:
         model = catalog.lookup(name)
+        mlx = lookup_mlx(name) if model is None else None
+        if mlx is not None:
+            print(f"{mlx.title}: {resolve_mlx(mlx, download=not args.offline)}")
+            continue
         if model is None:
             raise DraftlightError(f"No catalog model named {name!r}; `draftlight models --list` shows them.")
         path = catalog.resolve(model, progress, download=not args.offline)
         print(f"{model.title}: {path}")
     return 0
+
+
+def _list_mlx() -> None:
+    """`models --list`'s MLX half: the hub's MLX models by repository id, the pairs for Macs, and the MLX
+    folders already on this machine."""
+    from engine.models.local import local_models
+    from engine.models.mlx_catalog import MAC_PAIRS, MLX_CATALOG, cached_mlx
+
+    print("\nMLX models, fetched from the Hugging Face hub by repository id (`draftlight models KEY`):")
+    for m in MLX_CATALOG.values():
+        state = "in the Hugging Face cache" if cached_mlx(m) is not None else "not fetched"
+        print(f"{m.key:30} {m.title:52} {m.hf_repo}  {state}")
+    print("\nPairs for Macs (MLX), with what their users measured (not us: see the links):")
+    for pair in MAC_PAIRS:
+        print(pair.describe())
+    found = [m for m in local_models() if m.runtime == "mlx"]
+    print("\nMLX model folders on this machine:" if found else "\nNo MLX model folders on this machine.")
+    for m in found:
+        print(f"  {m.label()}: {m.path}")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -76,7 +76,7 @@ class Engine:
         reason = plain_reason_for(target_path, drafter, options) if go_plain and chosen == LLAMA else ""
         if reason:
             return cls.plain(target_path, options, reason)
-        engine = cls(load_model(target_path, chosen, options, progress), None, options)
+        engine = cls(load_model(target_path, chosen, options, _converter(progress)), None, options)
         engine.go_plain = go_plain
         try:
             engine.set_drafter(*load_drafter(engine.target, drafter, options, progress, target_ctx=engine.ctx))
@@ -370,7 +370,7 @@ def load_drafter(
             f"{path.name} is an MLX model folder and {target.name} runs on llama.cpp: pick a GGUF drafter, "
             "or load the pair with --runtime mlx."
         )
-    model = load_model(path, runtime, options, progress)
+    model = load_model(path, runtime, options, _converter(progress))
     try:
         verdict = check(target, model)
         if not verdict.compatible:
@@ -387,6 +387,17 @@ def load_drafter(
     except BaseException:
         model.close()
         raise
+
+
+def _converter(progress: catalog.Progress | None) -> Callable[[Path], Path]:
+    """A GGUF file to its MLX folder, converted once into the cache; each step said as the progress's label."""
+    from engine.models.mlx_conversions import mlx_folder_for
+
+    def log(message: str) -> None:
+        if progress is not None:
+            progress(1, 1, message)
+
+    return lambda path: mlx_folder_for(path, log=log)
 
 
 def _plain_gguf(path: Path) -> bool:

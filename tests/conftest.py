@@ -86,7 +86,7 @@ def gemma_path() -> Path:
 def mlx_default_pair(target_path, drafter_path) -> tuple[Path, Path]:
     """The default pair as MLX folders (4-bit), converted once into the user cache (`make mlx-models`)."""
     pytest.importorskip("mlx_lm")
-    from engine.models.mlx_folders import mlx_folder_for
+    from engine.models.mlx_conversions import mlx_folder_for
 
     return mlx_folder_for(target_path), mlx_folder_for(drafter_path)
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.drafting import kinds
-from engine.errors import DraftlightError
-from engine.models import catalog
+from engine.errors import DraftlightError, IncompatibleDrafter, ModelFileError
+from engine.models import catalog, mlx_compat
+from engine.runtime.formats import MLX, runtime_for
 from engine.runtime.gguf import GGUFInfo, read_gguf
 
 SIDECAR_PATTERNS = ("mtp-*.gguf", "dflash-*.gguf", "eagle3-*.gguf", "*assistant*.gguf")
@@ -61,8 +62,10 @@ def fits(target: GGUFInfo, side: GGUFInfo) -> tuple[str, str]:
 
 
 def discover(target_path: str | Path) -> Discovery:
-    """The drafter `auto` picks for the target at target_path."""
+    """The drafter `auto` picks for the target at target_path (a GGUF file, or an MLX folder: discover_mlx)."""
     target_path = Path(target_path)
+    if runtime_for(target_path) == MLX:
+        return discover_mlx(target_path)
     target = read_gguf(target_path)
     if target.nextn_layers:
         heads = f"{target.nextn_layers} multi-token-prediction head{'s' if target.nextn_layers > 1 else ''}"
@@ -103,7 +106,59 @@ def discover(target_path: str | Path) -> Discovery:
     return Discovery(None, said)
 
 
+def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=()) -> Discovery:
+    """`auto` for an MLX target folder: its own MTP heads; an MLX drafter folder beside it or on this
+    machine that fits (DFlash, DSpark, an assistant, an MTP head); a smaller model of its family that
+    shares its vocabulary. GGUF files beside it are passed over: the runtimes differ."""
+    target = mlx_compat.read_mlx(target_path)
+    if target is None:
+        raise ModelFileError(
+            f"{target_path.name} is not an MLX model folder this can read (config.json and safetensors)."
+        )
+    name = mlx_compat.name_of(target)
+    passed_over: list[str] = []
+    if target.mtp_layers and target.mtp_weights:
+        heads = f"{target.mtp_layers} multi-token-prediction head{'s' if target.mtp_layers > 1 else ''}"
+        return Discovery(kinds.MTP.name, f"{name} carries {heads}: it drafts for itself.")
+    if target.mtp_layers:
+        passed_over.append(f"{name} declares an MTP head, but its weights leave it out (as most MLX conversions do)")
+    for path in sorted(target_path.parent.glob("*.gguf")):
+        passed_over.append(mlx_compat.runtimes_differ(target_path, path, MLX, "llama"))
+    found = mlx_compat.candidates(target, folders, home, env)
+    drafters = [f for f in found if mlx_compat.kind_of(f).reads_target]
+    models = [f for f in found if not f.drafter and f.architecture == target.architecture and f.size < target.size]
+    for side in [*drafters, *sorted(models, key=lambda f: -f.size)]:
+        what, why_not = mlx_compat.fits(target, side)
+        refused = [r.sentence for r in mlx_compat.vocabulary_rules(target, side) if not r.holds]
+        side_name = mlx_compat.name_of(side)
+        if why_not or refused:
+            passed_over.append(f"{side_name} {why_not}" if why_not else f"{side_name}: {refused[0].rstrip('.')}")
+            continue
+        if side in drafters:
+            return Discovery(str(side.path), f"Found {side_name}: {what}, as wide as {name}.")
+        return Discovery(str(side.path), f"{side_name}, a smaller {target.architecture} model, drafts for it.")
+    said = (
+        f"No drafter found for {name}: it carries no MTP heads, and no MLX drafter or smaller model of its "
+        "family on this machine fits."
+    )
+    if passed_over:
+        said += " Passed over: " + "; ".join(passed_over) + "."
+    return Discovery(None, said)
+
+
 def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
     """The name of the kind of drafter `spec` names for this target, from headers alone
-    (engine.drafting.kinds.kind_of_spec)."""
+    (engine.drafting.kinds.kind_of_spec; an MLX folder's config). A drafter for another runtime than
+    the target's is refused in a sentence."""
+    keyword = kinds.kind_named(str(spec))
+    if keyword is not None and keyword.keyword:
+        return keyword.name
+    ours, theirs = runtime_for(target_path), runtime_for(spec)
+    if ours is not None and theirs is not None and ours != theirs:
+        raise IncompatibleDrafter(mlx_compat.runtimes_differ(target_path, spec, ours, theirs) + ".")
+    if theirs == MLX:
+        folder = mlx_compat.read_mlx(spec)
+        if folder is None:
+            raise ModelFileError(f"{Path(spec).name} is not an MLX model folder this can read.")
+        return mlx_compat.kind_of(folder).name
     return kinds.kind_of_spec(target_path, spec).name

@@ -1,6 +1,10 @@
 """The models already on this machine: LM Studio's, Ollama's, the Hugging Face cache's, llama.cpp's own
 cache, and folders the user named. Used where they are, never copied.
 
+GGUF files are llama.cpp's; MLX model folders (LM Studio's mlx-community/NAME/, the Hugging Face
+cache's snapshots, a folder the user named) are MLX's, told from transformers checkpoints by
+engine.models.mlx_folders. A folder is listed once, however many paths lead to it.
+
 Ollama keeps a model as a blob named by its digest; the manifest of each name:tag says which
 blob is the model (media type application/vnd.ollama.image.model), and that blob is a GGUF
 file. Every file found is checked for GGUF's magic and its header read for the quantization;
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import DraftlightError
+from engine.models.mlx_folders import folders_under, read_folder
 from engine.runtime.gguf import read_gguf
 
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
@@ -40,11 +45,14 @@ class LocalModel:
     name: str  # as its source names it: "qwen2.5-coder:1.5b" for Ollama, "org/repo/file.gguf" for the HF cache
     source: str  # "LM Studio", "Ollama", "Hugging Face cache", "llama.cpp cache" or the folder
     size: int
-    quantization: str  # "Q4_K_M", ...; "" where the header does not say
+    quantization: str  # "Q4_K_M", ...; an MLX folder's "4-bit", "bf16"; "" where the header does not say
     architecture: str
+    runtime: str = "llama"  # "llama" for a GGUF file, "mlx" for an MLX folder (engine.runtime.formats)
+    group_size: int | None = None  # an MLX folder's quantization groups
 
     def label(self) -> str:
-        quant = f" {self.quantization}" if self.quantization else ""
+        words = " ".join(w for w in ("MLX" if self.runtime == "mlx" else "", self.quantization) if w)
+        quant = f" {words}" if words else ""
         return f"{self.name}{quant}, {self.size / 1e9:.2f} GB ({self.source})"
 
 
@@ -56,7 +64,8 @@ def local_models(
     env = os.environ if env is None else env
     found: dict[Path, LocalModel] = {}
     candidates: list[tuple[Path, str, str]] = []
-    for root in (home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"):
+    lm_studio = (home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models")
+    for root in lm_studio:
         candidates += [(p, str(p.relative_to(root)), "LM Studio") for p in _ggufs(root)]
     candidates += list(_ollama(Path(env.get("OLLAMA_MODELS") or home / ".ollama" / "models")))
     hub = Path(env.get("HF_HUB_CACHE") or Path(env.get("HF_HOME") or home / ".cache" / "huggingface") / "hub")
@@ -64,8 +73,8 @@ def local_models(
     cache = "Library/Caches/llama.cpp" if sys.platform == "darwin" else ".cache/llama.cpp"
     llama_cache = Path(env.get("LLAMA_CACHE") or home / cache)
     candidates += [(p, p.name, "llama.cpp cache") for p in _ggufs(llama_cache)]
-    for folder in folders:
-        root = Path(folder).expanduser()
+    folders = [Path(folder).expanduser() for folder in folders]
+    for root in folders:
         candidates += [(p, str(p.relative_to(root)), str(root)) for p in _ggufs(root)]
     for path, name, source in candidates:
         try:
@@ -77,7 +86,37 @@ def local_models(
         model = _describe(real, name, source)
         if model is not None:
             found[real] = model
+    roots = [(r, "LM Studio") for r in lm_studio] + [(hub, "Hugging Face cache")] + [(r, str(r)) for r in folders]
+    for model in _mlx_models(roots, hub):
+        found.setdefault(model.path, model)
     return sorted(found.values(), key=lambda m: (m.name.lower(), m.source))
+
+
+def _mlx_models(roots: list[tuple[Path, str]], hub: Path) -> Iterator[LocalModel]:
+    """The MLX folders under each (root, source), each once: by real folder, and by the weights it
+    holds (two snapshots of one repository that share their blobs are one model)."""
+    seen_folders: set[Path] = set()
+    seen_weights: set[frozenset[Path]] = set()
+    for root, source in roots:
+        for folder in folders_under(root, MAX_DEPTH):
+            try:
+                real = folder.resolve()
+            except (OSError, RuntimeError):
+                continue
+            if real in seen_folders:
+                continue
+            seen_folders.add(real)
+            mlx = read_folder(folder, root)
+            if mlx is None or frozenset(mlx.weights) in seen_weights:
+                continue
+            seen_weights.add(frozenset(mlx.weights))
+            name = (
+                _hf_name(folder, hub) if root == hub else str(folder.relative_to(root)) if folder != root else root.name
+            )
+            q = mlx.quantization
+            yield LocalModel(
+                real, name, source, mlx.size, mlx.words(), mlx.architecture, "mlx", q.group_size if q else None
+            )
 
 
 def _ggufs(root: Path) -> Iterator[Path]:
@@ -121,9 +160,9 @@ def _ollama(models: Path) -> Iterator[tuple[Path, str, str]]:
 
 
 def _hf_name(path: Path, hub: Path) -> str:
-    """models--org--repo/snapshots/REV/file.gguf -> org/repo/file.gguf"""
+    """models--org--repo/snapshots/REV/file.gguf -> org/repo/file.gguf; an MLX snapshot folder -> org/repo"""
     parts = path.relative_to(hub).parts
-    if len(parts) >= 4 and parts[0].startswith("models--") and parts[1] == "snapshots":
+    if len(parts) >= 3 and parts[0].startswith("models--") and parts[1] == "snapshots":
         return "/".join([parts[0][len("models--") :].replace("--", "/"), *parts[3:]])
     return path.name
 

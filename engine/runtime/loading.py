@@ -2,7 +2,7 @@
 
 `--runtime auto` follows the format (engine.runtime.formats): a GGUF file on llama.cpp, an MLX
 folder on MLX. Asked for MLX, a GGUF file is converted once to an MLX folder beside the cached
-models (engine.runtime.mlx.convert); asked for llama.cpp, an MLX folder is refused in a sentence,
+models (engine.models.mlx_conversions); asked for llama.cpp, an MLX folder is refused in a sentence,
 since llama.cpp reads GGUF files alone. MLX is imported only when a model needs it.
 """
 
@@ -18,7 +18,6 @@ from engine.runtime.protocol import RunOptions, TextModel
 
 AUTO = "auto"
 CHOICES = (AUTO, *RUNTIMES)  # what `--runtime` takes
-Progress = Callable[[int, int, str], None]  # (done, total, what), as the catalog's downloads
 
 
 def chosen_runtime(path: str | Path, runtime: str = AUTO) -> str:
@@ -48,9 +47,13 @@ def run_options(runtime: str, options: RuntimeOptions) -> RunOptions:
 
 
 def load_model(
-    path: str | Path, runtime: str = AUTO, options: RuntimeOptions | None = None, progress: Progress | None = None
+    path: str | Path,
+    runtime: str = AUTO,
+    options: RuntimeOptions | None = None,
+    converted: Callable[[Path], Path] | None = None,
 ) -> TextModel:
-    """The model at `path` on its runtime (see the module's docstring); a sentence where it cannot load."""
+    """The model at `path` on its runtime (see the module's docstring); a sentence where it cannot load.
+    `converted` turns a GGUF file into an MLX folder (engine.models.mlx_conversions.mlx_folder_for)."""
     options = options or RuntimeOptions()
     path = Path(path).expanduser()
     chosen = chosen_runtime(path, runtime)
@@ -58,9 +61,11 @@ def load_model(
         return Model(path, options)
     mlx = _mlx()
     if model_format(path) == "gguf":
-        from engine.runtime.mlx.convert import mlx_folder_for
-
-        path = mlx_folder_for(path, progress=progress)
+        if converted is None:
+            raise ModelFileError(
+                f"{path.name} is a GGUF file: convert it to an MLX folder first, or use --runtime llama."
+            )
+        path = converted(path)
     return mlx.MlxModel.load(path, run_options(MLX, options))
 
 

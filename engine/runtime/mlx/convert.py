@@ -10,7 +10,7 @@ mlx-lm then builds the model, quantizes it (mlx_lm.utils.quantize_model) and sav
 
 `mlx_folder_for(gguf, cache=...)` keeps one converted folder per file and mode, written atomically
 and stamped with the source's size, time and sha256: a second call costs a stat, and a changed file
-is converted again. engine.models.mlx_folders puts them in the user cache, by catalog name too.
+is converted again. engine.models.mlx_conversions puts them in the user cache, by catalog name too.
 """
 
 from __future__ import annotations
@@ -324,7 +324,7 @@ def mlx_folder_for(
     log: Callable[[str], None] | None = None,
 ) -> Path:
     """The MLX folder converted from the GGUF at `path`, in `cache`: the one there, or a new conversion
-    (engine.models.mlx_folders keeps them in the user cache).
+    (engine.models.mlx_conversions keeps them in the user cache).
 
     The folder is written under a temporary name and renamed into place when whole, so a conversion
     cut short leaves nothing that looks finished, and two at once leave one folder.
