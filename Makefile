@@ -18,7 +18,7 @@ else
 APP_EXE := dist/Draftlight/Draftlight
 endif
 
-.PHONY: run test test-fast fuzz setup models test-models mlx-models lint bench oracle package package-test dmg clean
+.PHONY: run test test-fast fuzz setup models test-models mlx-models test-mlx-real lint bench oracle package package-test dmg clean
 
 run: models
 	$(PY) -m app
@@ -61,6 +61,11 @@ test-models: $(INSTALLED)
 # once (about 2.5 minutes on two cores; a stat after that): the MLX runtime's tests and `make run` on MLX.
 mlx-models: models
 	$(PY) -m engine.models.mlx_conversions
+
+# The converted default pair's own tests on MLX (skipped by `make test`: MLX's CPU backend decodes the
+# 1.5B at about a token a second on two cores; a Mac's Metal is the place).
+test-mlx-real: models mlx-models
+	DRAFTLIGHT_MLX_REAL=1 $(PY) -m pytest tests/engine/runtime/test_mlx_convert.py -q
 
 lint: $(INSTALLED)
 	$(PY) -m ruff check .

@@ -253,6 +253,14 @@ def greedy(ctx, prompt: list[int], n: int) -> list[int]:
     return out
 
 
+# The default pair on MLX's CPU backend decodes at about a token a second on two cores: these run where
+# asked (`make test-mlx-real`, DRAFTLIGHT_MLX_REAL=1), on a Mac or a larger box.
+default_pair = pytest.mark.skipif(
+    os.environ.get("DRAFTLIGHT_MLX_REAL") != "1", reason="the default pair on MLX: make test-mlx-real"
+)
+
+
+@default_pair
 def test_the_converted_target_tokenizes_and_stops_as_llama_cpp(mlx_default_pair, target_path, drafter_path):
     cpp = Model(target_path, vocab_only=True)
     for folder in mlx_default_pair:
@@ -267,6 +275,7 @@ def test_the_converted_target_tokenizes_and_stops_as_llama_cpp(mlx_default_pair,
         assert rendered == CHAT.format("hi")
 
 
+@default_pair
 def test_the_4bit_target_mostly_picks_llama_cpps_tokens(mlx_default_pair, target_path):
     mlx_model = MlxModel.load(mlx_default_pair[0])
     cpp = Model(target_path)
@@ -278,8 +287,7 @@ def test_the_4bit_target_mostly_picks_llama_cpps_tokens(mlx_default_pair, target
     assert agreement >= MIN_TOP1_AGREEMENT_4BIT, f"top-1 agreement {agreement:.2f} over {POSITIONS} positions"
 
 
-def test_speculation_on_the_converted_pair_equals_plain_decoding(mlx_default_pair):
-    target, drafter = (MlxModel.load(f) for f in mlx_default_pair)
+def speculation_equals_plain(target: MlxModel, drafter: MlxModel) -> None:
     prompt = target.tokenize(CHAT.format(REAL_TEXTS[0]))
 
     def reply(depth: int, draft: MlxModel | None) -> list[TokenEvent]:
@@ -297,6 +305,18 @@ def test_speculation_on_the_converted_pair_equals_plain_decoding(mlx_default_pai
     assert [e.token_id for e in speculated] == [e.token_id for e in plain]
     assert len(plain) == 48 or target.is_eog(plain[-1].token_id)
     assert any(e.kind.name == "ACCEPTED" for e in speculated)  # the drafter did draft
+
+
+@default_pair
+def test_speculation_on_the_converted_pair_equals_plain_decoding(mlx_default_pair):
+    speculation_equals_plain(*(MlxModel.load(f) for f in mlx_default_pair))
+
+
+def test_speculation_on_real_converted_weights_equals_plain_decoding(smollm_path, tmp_path_factory):
+    """SmolLM2-135M's real weights on MLX: float32 the target, its own 4-bit conversion the drafter."""
+    cache = tmp_path_factory.mktemp("mlx-pair")
+    target = MlxModel.load(mlx_folder_for(smollm_path, "f32", cache=cache))
+    speculation_equals_plain(target, MlxModel.load(mlx_folder_for(smollm_path, "4bit-f32", cache=cache)))
 
 
 def test_smollm_dequantized_to_float32_agrees_with_llama_cpp(smollm_path, tmp_path_factory):
