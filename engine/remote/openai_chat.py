@@ -19,6 +19,7 @@ drafts: `OpenAIRemote.drafts` is the hook (llama-server reads its `timings`, vLL
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -114,7 +115,8 @@ class Reply:
 
 def _count(d: dict | None, key: str) -> int | None:
     value = d.get(key) if d else None
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return int(value) if number and math.isfinite(value) and value >= 0 else None  # JSON's Infinity is no count
 
 
 class OpenAIRemote:

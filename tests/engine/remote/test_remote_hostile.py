@@ -98,3 +98,12 @@ def test_a_stream_that_is_not_an_event_stream_is_refused(kind):
         pytest.raises(RemoteError, match=r"answered /.* with text/html; charset=utf-8, not an event stream"),
     ):
         reply(attach_remote(server.endpoint))
+
+
+def test_counts_that_are_infinite_are_not_counts():
+    from engine.remote.openai_chat import _count
+    from engine.remote.openai_servers import _milliseconds
+
+    for bad in (float("inf"), float("nan"), -1, True):
+        assert _count({"n": bad}, "n") is None and _milliseconds({"n": bad}, "n") is None
+    assert (_count({"n": 7.0}, "n"), _milliseconds({"n": 2}, "n")) == (7, 2.0)
