@@ -78,7 +78,8 @@ class Reply:
             if isinstance(chunk.get(key), dict):
                 setattr(self, key, chunk[key])
         out = []
-        for choice in chunk.get("choices") or ():
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():  # a chunk is untrusted: 7 is no list
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 
 import pytest
 
@@ -59,7 +60,12 @@ def test_hostile_servers_end_in_a_sentence_or_the_figures(seed):
             remote.stop_grace_s, remote.cancel_timeout_s = 1.0, 0.5
         config = GenerationConfig(max_tokens=rng.choice([2, 50, 4096]))
         try:
-            for event in remote.reply([Message("user", "hi")], config, False, lambda: len(seen) >= stop_after):
+            pressed = time.monotonic() + 0.5  # the user presses Stop then, or after `stop_after` events
+
+            def cancelled() -> bool:
+                return len(seen) >= stop_after or time.monotonic() > pressed
+
+            for event in remote.reply([Message("user", "hi")], config, False, cancelled):
                 seen.append(event)
         except DraftlightError as exc:
             assert str(exc) and "Traceback" not in str(exc), (name, exc)

@@ -107,3 +107,10 @@ def test_counts_that_are_infinite_are_not_counts():
     for bad in (float("inf"), float("nan"), -1, True):
         assert _count({"n": bad}, "n") is None and _milliseconds({"n": bad}, "n") is None
     assert (_count({"n": 7.0}, "n"), _milliseconds({"n": 2}, "n")) == (7, 2.0)
+
+
+@pytest.mark.parametrize("choices", [7, "abc", {"0": {}}, True])
+def test_choices_that_are_not_a_list_carry_no_text(choices):
+    from engine.remote.openai_chat import Reply
+
+    assert Reply(started=0.0).take({"choices": choices}, "h") == []
