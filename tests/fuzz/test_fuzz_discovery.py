@@ -4,9 +4,10 @@ with link loops, special files and junk. Each case runs in a child process under
 memory budget (tests/fuzz/discovery_child.py) that watches every open() and folder listing:
 nothing outside the searched folders is read, and no hostile file is listed.
 
-MLX folders: their discovery is not on main yet. `MLX_FOLDERS` holds the hostile folders
-(config.json and safetensors headers are untrusted too) and today checks that none is
-listed or read past; the MLX discovery adds its valid folder and its expectations there.
+MLX folders: `MLX_FOLDERS` holds hostile ones (config.json and safetensors headers are
+untrusted too), laid out in LM Studio, the Hugging Face cache and a chosen folder: none is
+listed, nothing past them is read. What the MLX reader answers for each damaged file is
+tests/fuzz/test_fuzz_mlx_folders.py's; a new kind of MLX damage is one entry here.
 """
 
 from __future__ import annotations
