@@ -34,8 +34,8 @@ test-fast: $(INSTALLED)
 	$(PY) -m ruff format --check .
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not slow"
 
-# Every fuzz case (hostile model files, templates, replays, arguments); `make test` runs a
-# seeded subset of the same cases.
+# Every fuzz case (hostile model files, templates, replays, arguments, clients of the server,
+# servers for the remote client, model folders); `make test` runs a seeded subset of the same cases.
 fuzz: models test-models
 	DRAFTLIGHT_FUZZ=full QT_QPA_PLATFORM=offscreen $(PY) -m pytest tests/fuzz -q
 

@@ -26,6 +26,8 @@ from engine.models.mlx_folders import folders_under, read_folder
 from engine.runtime.gguf import read_gguf
 
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
+OLLAMA_DIGEST = re.compile(r"sha256[:-]([0-9a-f]{64})")  # a blob's name: never a path of its own
+MAX_MANIFEST = 1 << 16  # Ollama's manifests are a few hundred bytes
 SPLIT_PART = re.compile(r"-(\d{5})-of-\d{5}\.gguf$", re.IGNORECASE)  # a model in several files: its first names it
 MAX_DEPTH = 6  # folders below a root that are searched
 
@@ -140,19 +142,32 @@ def _ggufs(root: Path) -> Iterator[Path]:
 
 
 def _ollama(models: Path) -> Iterator[tuple[Path, str, str]]:
-    """(blob, name:tag, "Ollama") for every manifest that names a model blob."""
+    """(blob, name:tag, "Ollama") for every manifest that names a model blob. A manifest is
+    untrusted: it is read only inside manifests/, and its digest names a blob in blobs/ or nothing
+    (both inside the models folder, links resolved)."""
     manifests = models / "manifests"
     if not manifests.is_dir():
         return
+    try:
+        home, manifests_real, blobs_real = models.resolve(), manifests.resolve(), (models / "blobs").resolve()
+    except OSError:
+        return
+    if not (manifests_real.is_relative_to(home) and blobs_real.is_relative_to(home)):
+        return  # manifests/ or blobs/ a link out of the models folder
     for manifest in sorted(p for p in manifests.rglob("*") if p.is_file()):
         try:
+            if not manifest.resolve().is_relative_to(manifests_real) or manifest.stat().st_size > MAX_MANIFEST:
+                continue
             layers = json.loads(manifest.read_text(encoding="utf-8")).get("layers", [])
             digest = next(layer["digest"] for layer in layers if layer.get("mediaType") == OLLAMA_MODEL)
-        except (OSError, ValueError, AttributeError, TypeError, KeyError, StopIteration):
+            named = OLLAMA_DIGEST.fullmatch(digest) if isinstance(digest, str) else None
+            blob = models / "blobs" / f"sha256-{named[1]}" if named else None
+            if blob is None or blob.resolve().parent != blobs_real or not blob.is_file():
+                continue
+        except (OSError, ValueError, AttributeError, TypeError, KeyError, StopIteration, RecursionError):
             continue
-        blob = models / "blobs" / str(digest).replace(":", "-")
         parts = manifest.relative_to(manifests).parts  # host / namespace / model / tag
-        if len(parts) < 3 or not blob.is_file():
+        if len(parts) < 3:
             continue
         namespace, model, tag = parts[-3], parts[-2], parts[-1]
         name = f"{model}:{tag}" if namespace == "library" else f"{namespace}/{model}:{tag}"

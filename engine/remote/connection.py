@@ -21,12 +21,18 @@ from urllib.parse import urlsplit
 
 from engine.errors import DraftlightError
 
+# A whole JSON exchange (connect, send, every byte of the answer): a server that trickles its
+# answer a byte at a time cannot hold a caller past this.
 CONNECT_TIMEOUT_S = 10.0
 # A reply's lines may be minutes apart (a long prompt's prefill on a slow box); a server that
 # says nothing for this long is taken as gone.
 IDLE_TIMEOUT_S = 600.0
 POLL_S = 0.05  # how often a waiting stream looks at `cancelled`
 MAX_LINE = 1 << 24  # one SSE line; a token's event is well under a kilobyte
+# One event, its lines together; each line costs its bytes and LINE_COST more (what Python
+# keeps per line), so a million empty `data:` lines are as costly as a million bytes of text.
+MAX_EVENT = 1 << 24
+LINE_COST = 64
 MAX_BODY = 1 << 26  # a whole JSON answer or /metrics page
 
 
@@ -87,17 +93,37 @@ class Endpoint:
         return headers
 
     def request(self, method: str, path: str, body: dict | None = None, timeout: float = CONNECT_TIMEOUT_S) -> bytes:
-        """One whole answer's bytes; a refusal raises RemoteError with the server's sentence."""
+        """One whole answer's bytes, all of it within `timeout` seconds; a refusal raises
+        RemoteError with the server's sentence."""
         conn = self._connection(timeout)
+        late = threading.Event()
+
+        def cut() -> None:  # the deadline: wakes a read that a trickling server keeps alive
+            late.set()
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(timeout, cut)
+        timer.daemon = True
+        timer.start()
         try:
             response = self._open(conn, method, path, body)
             data = response.read(MAX_BODY + 1)
+            if late.is_set():
+                raise TimeoutError
             if len(data) > MAX_BODY:
                 raise RemoteError(f"{self.host} answered {path} with more than {MAX_BODY >> 20} MiB.")
             return data
         except (OSError, http.client.HTTPException) as exc:
+            if late.is_set():
+                raise Unreachable(
+                    f"Could not reach {self.host}: it did not answer {path} within {timeout:g} s."
+                ) from None
             raise Unreachable(self._unreachable(exc)) from None
         finally:
+            timer.cancel()
             conn.close()
 
     def get_json(self, path: str, timeout: float = CONNECT_TIMEOUT_S) -> dict:
@@ -168,6 +194,10 @@ class Endpoint:
             reader.close()
 
 
+class _TooLong(ValueError):
+    """A line or an event past its cap: the server's fault, not the connection's."""
+
+
 class _StreamReader(threading.Thread):
     """Connects, sends, and reads lines into a queue; the consumer decides when to stop."""
 
@@ -188,12 +218,17 @@ class _StreamReader(threading.Thread):
             if self._conn.sock is not None:
                 self._conn.sock.settimeout(IDLE_TIMEOUT_S)
             response = self.endpoint._open(self._conn, "POST", self.path, self.body)
+            kind = response.getheader("Content-Type") or "no content type"
+            if kind.split(";")[0].strip().lower() != "text/event-stream":
+                raise RemoteError(f"{self.endpoint.host} answered {self.path} with {kind[:80]}, not an event stream.")
             self._started_reading = True
             for item in _sse_items(response):
                 self.items.put(("data", item))
             self.items.put(("end", None))
         except RemoteError as exc:
             self.items.put(("error", exc))
+        except _TooLong as exc:
+            self.items.put(("error", RemoteError(f"{self.endpoint.host} sent {exc}; the reply was cut there.")))
         except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
             # AttributeError: http.client's response, closed under the reader by `close`.
             if self._closed.is_set():
@@ -216,6 +251,7 @@ class _StreamReader(threading.Thread):
 def _sse_items(response: http.client.HTTPResponse) -> Iterator[dict | str]:
     """The `data:` payloads of an event stream; one that ends without a blank line is cut short."""
     data: list[str] = []
+    size = 0
     while True:
         raw = response.readline(MAX_LINE)
         if not raw:
@@ -223,12 +259,12 @@ def _sse_items(response: http.client.HTTPResponse) -> Iterator[dict | str]:
                 raise ValueError("the stream ended inside an event")
             return
         if len(raw) >= MAX_LINE and not raw.endswith(b"\n"):
-            raise ValueError(f"a line longer than {MAX_LINE >> 20} MiB")
+            raise _TooLong(f"a line longer than {MAX_LINE >> 20} MiB")
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
         if not line:
             if data:
                 text = "\n".join(data)
-                data = []
+                data, size = [], 0
                 try:
                     yield json.loads(text)
                 except ValueError:
@@ -236,6 +272,9 @@ def _sse_items(response: http.client.HTTPResponse) -> Iterator[dict | str]:
             continue
         if line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
+            size += len(raw) + LINE_COST
+            if size > MAX_EVENT:
+                raise _TooLong(f"an event longer than {MAX_EVENT >> 20} MiB")
         # comments (":" keep-alives), "event:", "id:" and "retry:" lines carry nothing we use
 
 

@@ -10,6 +10,7 @@ the server takes as a Stop too.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -36,12 +37,18 @@ from engine.speculative import GenerationConfig
 STREAM = "/draftlight/v1/stream"
 BOX = "/draftlight/v1/box"
 CANCEL = "/draftlight/v1/cancel"
-# After a Stop, how long the server may take to end its round and send the stats.
+# After a Stop, how long the server may take to end its round and send the stats; past it the
+# stream is closed, which stops the server too. Asking for the Stop takes at most
+# CANCEL_TIMEOUT_S of it (the whole exchange, however slowly the server answers).
 STOP_GRACE_S = 15.0
+CANCEL_TIMEOUT_S = 5.0
 
 
 class DraftlightRemote:
     """A `draftlight serve` at an endpoint."""
+
+    stop_grace_s = STOP_GRACE_S
+    cancel_timeout_s = CANCEL_TIMEOUT_S
 
     def __init__(self, endpoint: Endpoint, box: dict) -> None:
         self.endpoint = endpoint
@@ -107,7 +114,7 @@ class DraftlightRemote:
             if asked_stop_at is None:
                 asked_stop_at = time.monotonic()
                 self._ask_stop(reply_id)
-            return time.monotonic() - asked_stop_at > STOP_GRACE_S
+            return time.monotonic() - asked_stop_at > self.stop_grace_s
 
         ended, tokens = False, 0
         for item in self.endpoint.stream(STREAM, self.request_body(messages, config, thinking), stop_now):
@@ -144,7 +151,9 @@ class DraftlightRemote:
     def _ask_stop(self, reply_id: str) -> None:
         # The reply may have ended meanwhile, or the server gone: the stream says which.
         with contextlib.suppress(RemoteError, Unreachable):
-            self.endpoint.request("POST", CANCEL, {"reply": reply_id}, timeout=5.0)
+            self.endpoint.request(
+                "POST", CANCEL, {"reply": reply_id}, timeout=min(self.cancel_timeout_s, self.stop_grace_s)
+            )
 
     def read_thermal(self) -> ThermalReading:
         """The server box's thermal state, as its own sampler reads it."""
@@ -189,9 +198,17 @@ def thermal_of(box: dict) -> ThermalReading:
     return ThermalReading(
         state,
         f"{box.get('machine', 'the server')}: {source}"[:300],
-        temperature_c=float(temperature) if isinstance(temperature, int | float) else None,
-        cpu_speed_limit=float(speed) if isinstance(speed, int | float) else None,
+        temperature_c=_reading(temperature, -100.0, 200.0),
+        cpu_speed_limit=_reading(speed, 0.0, 1.0),  # a fraction of full speed
     )
+
+
+def _reading(value: object, low: float, high: float) -> float | None:
+    """A number a sensor can read (JSON's NaN and Infinity, and a true/false, are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and low <= value <= high else None
 
 
 def _machine(box: dict) -> str:

@@ -19,6 +19,7 @@ drafts: `OpenAIRemote.drafts` is the hook (llama-server reads its `timings`, vLL
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -77,7 +78,8 @@ class Reply:
             if isinstance(chunk.get(key), dict):
                 setattr(self, key, chunk[key])
         out = []
-        for choice in chunk.get("choices") or ():
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():  # a chunk is untrusted: 7 is no list
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
@@ -114,7 +116,8 @@ class Reply:
 
 def _count(d: dict | None, key: str) -> int | None:
     value = d.get(key) if d else None
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return int(value) if number and math.isfinite(value) and value >= 0 else None  # JSON's Infinity is no count
 
 
 class OpenAIRemote:

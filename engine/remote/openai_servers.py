@@ -16,6 +16,7 @@ drafted, draft_n and draft_n_accepted, this reply's own totals.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 from pathlib import PurePath
 
@@ -76,7 +77,8 @@ class LlamaServerRemote(OpenAIRemote):
 
 def _milliseconds(d: dict | None, key: str) -> float | None:
     value = d.get(key) if d else None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if number and math.isfinite(value) and value >= 0 else None
 
 
 def _is_llama_server(props: dict) -> bool:

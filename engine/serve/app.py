@@ -12,6 +12,8 @@ stats. `POST /draftlight/v1/stream` streams our own events (the lines of `draftl
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import json
 import platform
@@ -20,7 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -35,6 +37,7 @@ from engine.measure.thermal import read_thermal
 from engine.runtime import runtime_version
 from engine.sampling import SamplingConfig
 from engine.serve import protocol
+from engine.serve.guard import Deadlines
 from engine.serve.protocol import ChatRequest, RequestError
 from engine.serve.slot import Slot
 from engine.session import Engine
@@ -49,6 +52,7 @@ class ServeConfig:
     queue: int = 4  # requests that may wait behind the running one
     default_depth: Depth = AUTO
     open_paths: tuple[str, ...] = field(default=("/health",))
+    deadlines: Deadlines = field(default_factory=Deadlines)
 
 
 def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
@@ -75,10 +79,17 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
         if declared is not None and declared.isdigit() and int(declared) > config.max_request_bytes:
             raise _too_large(int(declared), config.max_request_bytes)
         body = bytearray()
-        async for part in request.stream():
-            body += part
-            if len(body) > config.max_request_bytes:
-                raise _too_large(len(body), config.max_request_bytes)
+        try:
+            async with asyncio.timeout(config.deadlines.body_s):
+                async for part in request.stream():
+                    body += part
+                    if len(body) > config.max_request_bytes:
+                        raise _too_large(len(body), config.max_request_bytes)
+        except TimeoutError:
+            raise RequestError(
+                408,
+                f"The request's body did not arrive within {config.deadlines.body_s:g} s; send it whole and promptly.",
+            ) from None
         return bytes(body)
 
     def generation(req: ChatRequest) -> GenerationConfig:
@@ -133,6 +144,8 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
                 return await handler(request)
             except RequestError as exc:
                 return refuse(exc)
+            except ClientDisconnect:  # the client left mid-request: nobody reads an answer
+                return Response(status_code=499)
 
         return run
 
@@ -141,13 +154,13 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
         refusal is a status code, not a broken stream."""
         req = protocol.parse_chat(await body_of(request), config.max_tokens, config.default_depth)
         events = events_of(req, stop)
-        return req, await anext(events), events
+        return req, await unless_gone(request, anext(events)), events
 
     async def chat_completions(request: Request) -> Response:
         req, first, events = await start(request)
         cid = protocol.completion_id()
         if not req.stream:
-            return JSONResponse(await _whole(cid, model_id, first, events, extra))
+            return JSONResponse(await unless_gone(request, _whole(cid, model_id, first, events, extra)))
         return StreamingResponse(_openai_stream(cid, model_id, first, events, extra), media_type="text/event-stream")
 
     async def draftlight_stream(request: Request) -> Response:
@@ -232,6 +245,29 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
 
 
 Event = TokenEvent | RoundEvent | RunStats
+
+
+async def unless_gone(request: Request, awaitable):
+    """The awaitable's result, or ClientDisconnect where the client leaves first: a client that
+    leaves the queue gives up its place, and one that leaves a whole reply stops it."""
+    work = asyncio.ensure_future(awaitable)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if work.done():
+        return work.result()
+    work.cancel()
+    with contextlib.suppress(BaseException):
+        await work
+    raise ClientDisconnect()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone (the request's body has been read whole by then)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _too_large(size: int, limit: int) -> RequestError:

@@ -29,6 +29,7 @@ LOADED = "loaded"  # the drafter the server loaded
 DRAFTERS = (LOADED, NGRAM.name, NONE.name)  # a client may not name files on the server
 MAX_MESSAGES = 512
 MAX_STOPS = 8
+MAX_SEED = (1 << 63) - 1  # what the command line's --seed takes
 
 
 class RequestError(Exception):
@@ -82,9 +83,12 @@ def parse_chat(body: bytes, max_tokens_limit: int, default_depth: Depth = AUTO) 
     if not 0.0 < top_p <= 1.0:
         raise RequestError(400, f"top_p must be above 0 and at most 1; it was {top_p:g}.")
     seed = _field(d, "seed", int, None)
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise RequestError(400, f"seed must be a whole number from 0 to {MAX_SEED:,}; it was {seed:,}.")
     top_k = _field(d, "top_k", int, 0)
     if not 0 <= top_k <= 1 << 20:
         raise RequestError(400, f"top_k must be between 0 (off) and {1 << 20:,}; it was {top_k:,}.")
+    ours = {k: v for k, v in ours.items() if v is not None}  # null means "the default", as at the top level
     p_min = ours.get("p_min", 0.0)
     if isinstance(p_min, bool) or not isinstance(p_min, int | float) or not 0.0 <= p_min <= 1.0:
         raise RequestError(400, f"draftlight.p_min must be a number from 0 to 1; it was {p_min!r}.")
@@ -102,7 +106,7 @@ def parse_chat(body: bytes, max_tokens_limit: int, default_depth: Depth = AUTO) 
         stop=tuple(stop),
         depth=_depth(ours.get("depth", default_depth)),
         drafter=_drafter(ours.get("drafter", LOADED)),
-        thinking=bool(ours.get("thinking", False)),
+        thinking=_switch(ours.get("thinking", False), "draftlight.thinking"),
         ignore_eos=bool(_field(d, "ignore_eos", bool, False)),
         top_k=top_k,
         p_min=float(p_min),
@@ -117,6 +121,13 @@ def _field(d: dict, name: str, kind, default):
         raise RequestError(400, f"{name} must be a number, not true or false.")
     if not isinstance(value, kind):
         raise RequestError(400, f"{name} has the wrong type ({type(value).__name__}).")
+    return value
+
+
+def _switch(value: Any, name: str) -> bool:
+    """true or false, nothing else: the string "false" is not false enough to pass as it."""
+    if not isinstance(value, bool):
+        raise RequestError(400, f"{name} must be true or false; it was {json.dumps(value)[:80]}.")
     return value
 
 

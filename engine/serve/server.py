@@ -7,7 +7,11 @@ import sys
 
 from engine.errors import DraftlightError
 from engine.serve.app import ServeConfig, build_app
+from engine.serve.guard import close_refused
 from engine.session import Engine
+
+MAX_HEAD_BYTES = 16 * 1024  # a request's line and headers (h11's own default, said here)
+SIDE_CONNECTIONS = 32
 
 
 def is_loopback(host: str) -> bool:
@@ -52,4 +56,16 @@ def serve(engine: Engine, host: str, port: int, config: ServeConfig) -> None:
     check_binding(host, config.token)
     model_id = engine.target.path.stem  # a file name: what OpenAI clients expect of an id
     print(f"draftlight: serving {model_id} on http://{host}:{port} (Ctrl-C stops)", file=sys.stderr, flush=True)
-    uvicorn.run(build_app(engine, model_id, config), host=host, port=port, log_level="warning")
+    deadlines = config.deadlines
+    uvicorn.run(
+        close_refused(build_app(engine, model_id, config)),
+        host=host,
+        port=port,
+        log_level="warning",
+        http=deadlines.protocol(),  # h11, with a deadline for each request's head and for a reader that stalls
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        timeout_keep_alive=deadlines.keep_alive_s,
+        # Every connection beyond the running reply, its queue and a few side requests (box, status,
+        # cancel) is answered 503 at once: a crowd of sockets cannot take the server's descriptors.
+        limit_concurrency=config.queue + 1 + SIDE_CONNECTIONS,
+    )
