@@ -122,10 +122,16 @@ def _mlx_models(roots: list[tuple[Path, str]], hub: Path) -> Iterator[LocalModel
 
 
 def _ggufs(root: Path) -> Iterator[Path]:
-    """The .gguf files under root (not vision projectors), a few folders deep; nothing if root is absent."""
-    if not root.is_dir():
+    """The .gguf files under root (not vision projectors), a few folders deep; nothing if root is absent.
+    Only what lies inside root is read: a link that leads out of it (to a file or a folder) is skipped,
+    so a folder's contents cannot send the listing elsewhere. Add the folder a link leads to instead."""
+    try:
+        real_root = root.resolve()
+        if not real_root.is_dir():
+            return
+    except (OSError, RuntimeError):
         return
-    stack = [(root, 0)]
+    stack, seen = [(root, 0)], {real_root}
     while stack:
         folder, depth = stack.pop()
         try:
@@ -133,8 +139,17 @@ def _ggufs(root: Path) -> Iterator[Path]:
         except OSError:
             continue
         for entry in entries:
-            if entry.is_dir() and depth < MAX_DEPTH:
-                stack.append((entry, depth + 1))
+            try:
+                real = entry.resolve()
+                if not real.is_relative_to(real_root):
+                    continue
+                is_dir = entry.is_dir()
+            except (OSError, RuntimeError):
+                continue
+            if is_dir:
+                if depth < MAX_DEPTH and real not in seen:
+                    seen.add(real)
+                    stack.append((entry, depth + 1))
             elif entry.suffix.lower() == ".gguf" and entry.is_file():
                 part = SPLIT_PART.search(entry.name)
                 if not entry.name.lower().startswith("mmproj") and (part is None or part[1] == "00001"):

@@ -89,3 +89,22 @@ def test_the_places_follow_the_tools_own_settings(tmp_path):
     ]
     assert local_models(home=tmp_path / "nothing-here", env={}) == []
     assert isinstance(found[0], LocalModel)
+
+
+def test_links_that_lead_out_of_a_searched_folder_are_not_read(tmp_path):
+    home, outside = tmp_path / "home", tmp_path / "elsewhere"
+    stray = tiny_gguf(outside / "stray.gguf", "stray")
+    tiny_gguf(outside / "deeper" / "hidden.gguf", "hidden")
+    mine = tmp_path / "mine"
+    kept = tiny_gguf(mine / "kept.gguf", "kept")
+    (mine / "link.gguf").symlink_to(stray)  # a file link out of the folder
+    (mine / "away").symlink_to(outside / "deeper")  # a folder link out of it
+    (mine / "alias.gguf").symlink_to(kept)  # a link that stays inside: the same file, once
+    lms = home / ".lmstudio/models/pub"
+    lms.mkdir(parents=True)
+    (lms / "out.gguf").symlink_to(stray)
+
+    found = local_models([mine], home=home, env={})
+    assert [(m.name, m.path) for m in found] == [("alias.gguf", kept.resolve())]  # the first name seen
+    # the folder the link led to is searched once the user names it
+    assert [m.name for m in local_models([outside], home=home, env={})] == ["deeper/hidden.gguf", "stray.gguf"]
