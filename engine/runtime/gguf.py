@@ -17,6 +17,7 @@ sanity limits below, an unknown type, an impossible shape or offset).
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,6 +316,9 @@ def _read_metadata(r: _Reader, n_kv: int, keep_arrays: bool) -> tuple[dict[str, 
                     f"general.alignment is {shown}, not a power of two up to {MAX_ALIGNMENT:,} stored as uint32"
                 )
             alignment = value
+        if key.endswith("_epsilon") and isinstance(value, float) and not (value >= 0.0 and math.isfinite(value)):
+            # llama.cpp's norms assert a non-negative epsilon: it would abort the process, not refuse
+            raise r.corrupt(f"{key} is {value:g}; a norm's epsilon is a small positive number")
         if value is not None:
             metadata[key] = value
     return metadata, alignment

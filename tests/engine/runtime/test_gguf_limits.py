@@ -173,6 +173,17 @@ def test_a_layer_count_llama_cpp_asserts_on_is_a_sentence_not_an_abort(good, tmp
     )
 
 
+@pytest.mark.parametrize(("bits", "shown"), [(0xFFFFFFFE, "nan"), (0xB727C5AC, "-1e-05"), (0x7F800000, "inf")])
+def test_a_norm_epsilon_llama_cpp_asserts_on_is_a_sentence_not_an_abort(good, tmp_path, bits, shown):
+    path = write(tmp_path, set_field(good, kv_value(good, "llama.attention.layer_norm_rms_epsilon"), bits))
+    outcome = chat(path, tmp_path)
+    assert outcome.problems() == []
+    assert outcome.stderr.strip() == (
+        f"draftlight: mutant.gguf has a corrupt header: llama.attention.layer_norm_rms_epsilon is {shown}; "
+        f"a norm's epsilon is a small positive number. {DAMAGED}"
+    )
+
+
 def test_an_abort_no_check_foresees_is_caught_by_the_probe(tmp_path):
     # more experts used per layer than the model has: llama.cpp asserts; the per-layer
     # array form is not checked ahead, so the child-process probe meets it
