@@ -2,7 +2,8 @@
 
 mlx-lm's model classes hand back logits alone. Most are `lm_head(model(tokens))`, `model` being the
 decoder stack with its final norm, so a decode that wants hidden states runs that stack itself,
-keeps its output (the last layer's, normed: what an MTP head reads) and applies the head. A layer
+keeps its output (the last layer's, normed: what an MTP head reads) and applies the head (and the
+model's final softcap, Gemma 2's and 4's, where it has one). A layer
 a drafter asks for (EAGLE-3's and DFlash's chosen layers) is tapped: its instance's class becomes
 a subclass that records what the layer returns, so the model's own loop, masks and caches are
 untouched and its parameters keep their names. Layer i's tap holds the output of layer i, as
@@ -60,7 +61,9 @@ class Parts:
                 "to a drafter: choose a draft model or n-grams."
             )
         self.module, self.lm, self.inner, self.name = module, lm, inner, name
-        self.head: Callable[[mx.array], mx.array] = lm.lm_head if "lm_head" in lm else inner.embed_tokens.as_linear
+        head: Callable[[mx.array], mx.array] = lm.lm_head if "lm_head" in lm else inner.embed_tokens.as_linear
+        cap = getattr(lm, "final_logit_softcapping", None)
+        self.head = head if not cap else lambda h: mx.tanh(head(h) / cap) * cap
         self.layers: list[nn.Module] = inner.layers
         self.width = int(inner.embed_tokens.weight.shape[-1])
 
