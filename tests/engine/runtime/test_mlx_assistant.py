@@ -82,10 +82,12 @@ def write_assistant(
     width: int = 32,
     backbone: int = WIDTH,
     vocab: int = VOCAB,
+    centroids: bool = False,
 ) -> Path:
     """An assistant's MLX folder, random, or with `variant` "copy": as wide as the target, its layers
     silent, it reads the token's embedding alone and shares the target's embeddings, so it guesses what
-    a copy target writes after the token (every draft kept), and a random target's now and then."""
+    a copy target writes after the token (every draft kept), and a random target's now and then.
+    `centroids`: its head is mlx-vlm's centroid-routed one (use_ordered_embeddings), a token a centroid."""
     width = WIDTH if variant == "copy" else width
     text = {
         **TARGET,
@@ -103,10 +105,15 @@ def write_assistant(
         "block_size": 4,
         "tie_word_embeddings": True,
         "text_config": text,
+        "use_ordered_embeddings": centroids,
+        "num_centroids": vocab,
+        "centroid_intermediate_top_k": 8,
     }
     mx.random.seed(seed)
     assistant = Gemma4AssistantDraftModel(AssistantConfig.from_dict(cfg))
     weights = dict(tree_flatten(assistant.parameters()))
+    if centroids:
+        weights["masked_embedding.token_ordering"] = mx.random.permutation(vocab).astype(mx.int32)
     if variant == "copy":
         weights = {k: mx.zeros_like(v) if k.endswith(SILENT) else v for k, v in weights.items()}
         saved = mx.load(str(target / "model.safetensors"))
@@ -176,6 +183,23 @@ def test_assistant_drafts_and_tokens_are_mlx_vlms_own(tmp_path: Path, pair: str,
         assert expected == [P, *[R] * len(full)]
     else:  # some kept, some refused: the walk is tested both ways
         assert A in expected and R in expected and B in expected
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_an_assistant_with_a_centroid_head_drafts_as_mlx_vlms_own(tmp_path: Path, depth: int):
+    """Its greedy drafts come from the eight centroids nearest its state: mlx-vlm's argmax over them,
+    ours the argmax of the row its head writes (the other tokens below every chosen one)."""
+    target_folder = write_gemma4(tmp_path / "gemma4", 62)
+    folder = write_assistant(tmp_path / "assistant", 162, target_folder, centroids=True)
+    assert load_assistant(folder).masked_embedding is not None
+    target = MlxModel.load(target_folder, MlxOptions())
+    ours, rounds = reply(target, depth, lambda ctx: load(ctx, folder, depth))
+    theirs, their_drafts, their_accepted = oracle(target_folder, folder, depth, N_TOKENS + 2 * depth)
+    assert [e.token_id for e in ours] == theirs[:N_TOKENS] == plain(target, N_TOKENS)
+    full = [r for r in rounds[1:] if r.depth == depth and r.drafted == depth]
+    assert len(full) >= 4
+    assert [list(r.draft_tokens) for r in rounds[1 : 1 + len(full)]] == their_drafts[: len(full)]
+    assert [r.accepted for r in rounds[1 : 1 + len(full)]] == their_accepted[: len(full)]
 
 
 def test_the_assistant_reads_the_memory_of_each_kinds_last_layer_with_a_cache(tmp_path: Path):
