@@ -1,7 +1,8 @@
 """DFlash and DSpark on MLX: a whole block of drafts in one pass over the target's layers, as mlx-vlm runs it.
 
 The drafter is mlx-vlm's DFlashDraftModel (Qwen 3's DFlash checkpoints) or its DSparkDraftModel
-(DFlash with a Markov head), loaded from its own folder; it borrows the target's embeddings and head. Every batch the target decodes hands over
+(DFlash with a Markov head; Gemma4DSparkDraftModel for Gemma 4 targets), loaded from its own
+folder; it borrows the target's embeddings and head where it brings none of its own. Every batch the target decodes hands over
 the outputs of its layers `target_layer_ids`, side by side (engine.runtime.mlx.hidden taps them).
 A draft is one non-causal pass over [last token, MASK, ...]: the states of the positions its cache
 lacks go in first, as context whose keys and values it keeps, and each MASK slot answers with the
@@ -43,7 +44,9 @@ def load_dflash(folder: Path) -> nn.Module:
         model, _ = load_drafter(str(folder), "dflash")
     except (ValueError, KeyError, FileNotFoundError) as e:
         raise IncompatibleDrafter(f"mlx-vlm could not load {folder.name} as a DFlash drafter: {e}") from e
-    if type(model) not in (DFlashDraftModel, DSparkDraftModel):
+    from mlx_vlm.speculative.drafters.gemma4_dspark import Gemma4DSparkDraftModel
+
+    if type(model) not in (DFlashDraftModel, DSparkDraftModel, Gemma4DSparkDraftModel):
         raise IncompatibleDrafter(
             f"{folder.name} is a {type(model).__name__}; the MLX runtime drafts with DFlash's and DSpark's own "
             "models alone yet."
@@ -84,12 +87,20 @@ class MlxDflashDrafter(OwnPace):
                 f"the DSpark drafter was trained on a target of {config.num_target_layers} layers, and "
                 f"{target.model.name} has {len(parts.layers)}: it was trained for another target."
             )
+        if any(getattr(layer.self_attn, "use_k_eq_v", False) for layer in drafter.layers):
+            raise IncompatibleDrafter(
+                f"the {variant} drafter's layers have one projection for its keys and values, and mlx-vlm "
+                "0.7.10's DFlash pass asks each layer for a value projection of its own: it cannot run it."
+            )
         self.anchor = self.markov is not None and bool(config.sample_from_anchor)  # the last token's slot drafts
         self.layers = [int(i) for i in config.target_layer_ids]
         from mlx_vlm.speculative.drafters import DFlashDraftModel
 
         # DFlash's own bind: DSpark's asks the target for mlx-vlm's rollback hook, which the round does itself.
+        own_head = drafter.lm_head  # Gemma 4's DSpark brings its own embeddings and head, and keeps them
         self.drafter = DFlashDraftModel.bind(drafter, target.model.module)
+        if own_head is not None:
+            self.drafter.lm_head = own_head
         self.target, self.name = target, name or f"{variant} drafter"
         self.max_depth = min(max_depth, int(config.block_size) - 1)
         self.decode_s = 0.0

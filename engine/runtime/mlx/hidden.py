@@ -41,8 +41,8 @@ def _tapped(cls: type) -> type:
         def __call__(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
             out = cls.__call__(self, *args, **kwargs)
             owner = _RECORDING.get(id(self))
-            if owner is not None and owner[0].recording:
-                owner[0].layer_out[owner[1]] = out
+            if owner is not None and owner[0].recording:  # a Gemma 4 layer returns (output, its memory, offset)
+                owner[0].layer_out[owner[1]] = out[0] if isinstance(out, tuple) else out
             return out
 
         sub = _TAPPED[cls] = type(cls.__name__, (cls,), {"__call__": __call__, "__module__": cls.__module__})

@@ -148,10 +148,11 @@ def oracle_target(folder: Path) -> tuple[LanguageModel, list]:
 
 
 def dflash_oracle(
-    target: Path, folder: Path, depth: int, n_tokens: int
+    target: Path, folder: Path, depth: int, n_tokens: int, oracle: Callable[[Path], tuple] | None = None
 ) -> tuple[list[int], list[list[int]], list[int]]:
-    """mlx-vlm's greedy DFlash (or DSpark) generation: its tokens, each round's drafts, each round's accepted count."""
-    lm, cache = oracle_target(target)
+    """mlx-vlm's greedy DFlash (or DSpark) generation: its tokens, each round's drafts, each round's
+    accepted count; on its own Qwen 3.5 (oracle_target), or the model and cache `oracle` makes."""
+    lm, cache = (oracle or oracle_target)(target)
     drafter = load_dflash(folder)  # an instance of its own, beside the one our drafter loads
     drafts = recording(drafter, "draft_block_greedy")
     prompt = mx.array([PROMPT], dtype=mx.int32)

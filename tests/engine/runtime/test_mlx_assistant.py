@@ -1,7 +1,6 @@
 """Gemma 4's assistant on the MLX runtime, against mlx-vlm 0.7.10's own assistant generation (`_mtp_rounds`).
 
-A tiny Gemma 4 target (mlx-lm's class, random weights, sliding and full attention, KV-shared layers,
-per-layer inputs and a final softcap) and a tiny assistant (mlx-vlm's Gemma4AssistantDraftModel) are
+A tiny Gemma 4 target (gemma4_targets.py) and a tiny assistant (mlx-vlm's Gemma4AssistantDraftModel) are
 written as MLX folders; engine.drafting.kinds loads the assistant for the target's MlxContext. The
 oracle is mlx-vlm's own Gemma 4 on the same weights, its assistant and its round loop, greedy. Fast.
 """
@@ -17,11 +16,9 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
+from gemma4_targets import SILENT, TARGET, WIDTH, oracle_gemma4, write_gemma4  # noqa: E402
 from mlx.utils import tree_flatten  # noqa: E402
-from mlx_lm.models import gemma4_text  # noqa: E402
 from mlx_targets import N_TOKENS, PROMPT, VOCAB, A, B, P, R, plain, provenance, recording, reply  # noqa: E402
-from mlx_vlm.models.gemma4.config import TextConfig  # noqa: E402
-from mlx_vlm.models.gemma4.language import LanguageModel  # noqa: E402
 from mlx_vlm.speculative.drafters.gemma4_assistant import Gemma4AssistantDraftModel  # noqa: E402
 from mlx_vlm.speculative.drafters.gemma4_assistant import ModelConfig as AssistantConfig  # noqa: E402
 from mlx_vlm.speculative.mtp import _mtp_rounds  # noqa: E402
@@ -30,48 +27,6 @@ from engine.drafting import kinds  # noqa: E402
 from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant  # noqa: E402
 from engine.errors import IncompatibleDrafter  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
-
-WIDTH = 64
-TARGET = {
-    "model_type": "gemma4_text",
-    "hidden_size": WIDTH,
-    "num_hidden_layers": 4,
-    "intermediate_size": 128,
-    "num_attention_heads": 4,
-    "head_dim": 16,
-    "global_head_dim": 32,
-    "num_key_value_heads": 2,
-    "num_kv_shared_layers": 2,  # the last two layers read the first two's keys and values
-    "hidden_size_per_layer_input": 8,
-    "vocab_size": VOCAB,
-    "vocab_size_per_layer_input": VOCAB,
-    "sliding_window": 512,
-    "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
-    "max_position_embeddings": 512,
-    # Gemma 4's own, written out: mlx-lm and mlx-vlm default a full layer's rotary fraction differently.
-    "rope_parameters": {
-        "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
-        "sliding_attention": {"partial_rotary_factor": 1.0, "rope_theta": 10000.0, "rope_type": "default"},
-    },
-    "final_logit_softcapping": 30.0,
-    "use_double_wide_mlp": False,
-    "tie_word_embeddings": True,
-}
-SILENT = ("o_proj.weight", "down_proj.weight", "per_layer_projection.weight")  # a layer with these zero adds nothing
-
-
-def write_gemma4(folder: Path, seed: int, copy: bool = False) -> Path:
-    """A Gemma 4 target's MLX folder. `copy`: its layers add nothing, so its next token is a function of
-    the token alone (its tied head over the token's normed embedding)."""
-    mx.random.seed(seed)
-    module = gemma4_text.Model(gemma4_text.ModelArgs.from_dict(TARGET))
-    weights = dict(tree_flatten(module.parameters()))
-    if copy:
-        weights = {k: mx.zeros_like(v) if k.endswith(SILENT) else v for k, v in weights.items()}
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(TARGET))
-    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
-    return folder
 
 
 def write_assistant(
@@ -133,9 +88,7 @@ def load(ctx: MlxContext, folder: Path, depth: int) -> MlxAssistantDrafter:
 
 def oracle(target: Path, folder: Path, depth: int, n_tokens: int) -> tuple[list[int], list[list[int]], list[int]]:
     """mlx-vlm's greedy assistant generation: its tokens, each round's drafts, each round's accepted count."""
-    lm = LanguageModel(TextConfig.from_dict(TARGET))
-    lm.load_weights(list(mx.load(str(target / "model.safetensors")).items()))
-    cache = lm.make_cache()
+    lm, cache = oracle_gemma4(target)
     assistant = load_assistant(folder)  # an instance of its own, beside the one our drafter loads
     drafts = recording(assistant)
     prompt = mx.array([PROMPT], dtype=mx.int32)

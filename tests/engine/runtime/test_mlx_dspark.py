@@ -17,6 +17,8 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
+from gemma4_targets import TARGET as GEMMA4  # noqa: E402
+from gemma4_targets import oracle_gemma4, write_gemma4  # noqa: E402
 from mlx.utils import tree_flatten  # noqa: E402
 from mlx_targets import (  # noqa: E402
     N_TOKENS,
@@ -36,11 +38,12 @@ from mlx_targets import (  # noqa: E402
 )
 from mlx_vlm.speculative.drafters import DSparkDraftModel  # noqa: E402
 from mlx_vlm.speculative.drafters.dspark.config import DSparkConfig  # noqa: E402
+from mlx_vlm.speculative.drafters.gemma4_dspark import Gemma4DsparkConfig, Gemma4DSparkDraftModel  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
 from engine.drafting.on_mlx.dflash import MlxDflashDrafter  # noqa: E402
 from engine.errors import IncompatibleDrafter  # noqa: E402
-from engine.runtime.mlx import MlxContext  # noqa: E402
+from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
 
 LAYERS = 3
 MASK = PROMPT[-1]  # the known-by-construction variant's target writes it after itself
@@ -171,3 +174,74 @@ def test_a_dspark_drafter_for_another_target_is_refused_in_a_sentence(tmp_path: 
         load(ctx, write_dspark(tmp_path / "wider", 141, vocab=101), 3)
     with pytest.raises(IncompatibleDrafter, match="not a DFlash drafter's folder"):
         load(ctx, tmp_path / "nowhere", 3)
+
+
+def write_gemma4_dspark(folder: Path, seed: int, target: Path, silent: bool = False, k_eq_v: bool = False) -> Path:
+    """Gemma 4's DSpark drafter (mlx-vlm's Gemma4DSparkDraftModel: Gemma 4 layers, embeddings and a head of
+    its own) for the Gemma 4 target in `target`. `silent`: its layers and Markov head add nothing, and its
+    embeddings and head are the target's, so each slot answers with the target's head over MASK.
+    `k_eq_v`: one projection for keys and values (the published checkpoints' layout)."""
+    cfg = {
+        **{k: v for k, v in GEMMA4.items() if k not in ("num_kv_shared_layers", "hidden_size_per_layer_input")},
+        "architectures": ["Gemma4DSparkModel"],
+        "model_type": "gemma4",
+        "num_hidden_layers": 1,
+        "layer_types": ["full_attention"],
+        "tie_word_embeddings": False,
+        "attention_k_eq_v": k_eq_v,
+        "dflash_config": {
+            "mask_token_id": MASK,
+            "target_layer_ids": [0, 2],
+            "num_target_layers": GEMMA4["num_hidden_layers"],
+            "block_size": 3,
+            "markov_rank": 8,
+            "block_size_policy": "fixed",
+        },
+    }
+    mx.random.seed(seed)
+    drafter = Gemma4DSparkDraftModel(Gemma4DsparkConfig.from_dict(cfg))
+    weights = dict(tree_flatten(drafter.parameters()))
+    weights["markov_head.markov_w2.weight"] *= 8
+    if silent:
+        quiet = ("o_proj.weight", "down_proj.weight", "markov_w2.weight")
+        weights = {k: mx.zeros_like(v) if k.endswith(quiet) else v for k, v in weights.items()}
+        embed = mx.load(str(target / "model.safetensors"))["model.embed_tokens.weight"]
+        weights["embed_tokens.weight"] = weights["lm_head.weight"] = embed
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return folder
+
+
+@pytest.mark.parametrize("silent", [False, True])
+@pytest.mark.parametrize("depth", [2, 3])
+def test_gemma4_dspark_drafts_and_tokens_are_mlx_vlms_own(tmp_path: Path, silent: bool, depth: int):
+    """Gemma 4's DSpark on a Gemma 4 target (gemma4_targets.py), against mlx-vlm's own Gemma 4 and round
+    loop: drafts, accepted counts, tokens and provenance. Silent, over a copy target that writes MASK
+    after MASK, every draft is kept."""
+    target_folder = write_gemma4(tmp_path / "gemma4", 71, copy=silent)
+    folder = write_gemma4_dspark(tmp_path / "dspark", 171, target_folder, silent=silent)
+    target = MlxModel.load(target_folder, MlxOptions())
+    ours, rounds = reply(target, depth, lambda ctx: load(ctx, folder, depth))
+    theirs, their_drafts, their_accepted = dflash_oracle(
+        target_folder, folder, depth, N_TOKENS + 2 * depth, oracle=oracle_gemma4
+    )
+    assert [e.token_id for e in ours] == theirs[:N_TOKENS] == plain(target, N_TOKENS)
+    full = [r for r in rounds[1:] if r.depth == depth and r.drafted == depth]
+    assert len(full) >= 4
+    assert [list(r.draft_tokens) for r in rounds[1 : 1 + len(full)]] == their_drafts[: len(full)]
+    assert [r.accepted for r in rounds[1 : 1 + len(full)]] == their_accepted[: len(full)]
+    expected = provenance(their_accepted[: len(full)], their_drafts[: len(full)])
+    assert [e.kind for e in ours[: len(expected)]] == expected
+    if silent:
+        assert theirs[:N_TOKENS] == [MASK] * N_TOKENS
+        assert expected == [P, *([A] * depth + [B]) * len(full)]
+
+
+def test_a_gemma4_dspark_with_one_projection_for_keys_and_values_is_refused_in_a_sentence(tmp_path: Path):
+    """mlx-vlm 0.7.10's DFlash context pass asks every layer for a value projection, which such a layer lacks."""
+    target_folder = write_gemma4(tmp_path / "gemma4", 71)
+    ctx = MlxModel.load(target_folder, MlxOptions()).new_context(max_rows=4)
+    folder = write_gemma4_dspark(tmp_path / "dspark", 171, target_folder, k_eq_v=True)
+    with pytest.raises(IncompatibleDrafter, match="one projection for its keys and values"):
+        load(ctx, folder, 3)
