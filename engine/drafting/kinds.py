@@ -76,13 +76,21 @@ def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth:
 
         if model is not None:
             raise IncompatibleDrafter(
-                "The MLX runtime reads MTP heads from the target's own folder, and runs no MTP heads or "
-                "Gemma 4 assistant from a file of their own yet: choose 'mtp', EAGLE-3, DFlash or a draft model."
+                "The MLX runtime reads MTP heads from the target's own folder, and runs no MTP heads from a "
+                "file of their own: choose 'mtp' alone, a Gemma 4 assistant, EAGLE-3, DFlash or a draft model."
             )
         if target.model.path is None:
             raise IncompatibleDrafter(f"{target.model.name} was not loaded from a folder: it has no MTP head to read.")
         return MlxMtpDrafter(target, load_heads(target.model.path), max_depth=depth)
     return MtpDrafter(target, max_depth=depth, sidecar=model)  # the target's own file where `model` is None
+
+
+def _assistant(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
+    if _on_mlx(target):
+        from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant
+
+        return MlxAssistantDrafter(target, load_assistant(_folder(model)), max_depth=depth)
+    return MtpDrafter(target, max_depth=depth, sidecar=model)
 
 
 def _dflash(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
@@ -138,7 +146,7 @@ ASSISTANT = DrafterKind(
     "a Gemma 4 assistant model, which reads the target's hidden state",
     reads="Gemma 4's assistant model: it reads the target's hidden state and attends to its memory.",
     spec_type="draft-mtp",
-    load=_heads,
+    load=_assistant,
 )
 DFLASH = DrafterKind(
     DFLASH_KIND,

@@ -31,7 +31,12 @@ MAX_TOKENIZER_BYTES = 64 << 20  # Gemma's 262,144-token tokenizer.json is about 
 MAX_SHARDS = 512
 MAX_COUNT = 1 << 40  # a layer count, a width or a vocabulary size past this is not a real one
 DRAFTER_ARCHITECTURES = {"DFlashDraftModel": "dflash", "DSparkDraftModel": "dspark"}
-DRAFTER_MODEL_TYPES = {"dflash": "dflash", "dspark": "dspark", "gemma4_assistant": "assistant"}
+DRAFTER_MODEL_TYPES = {
+    "dflash": "dflash",
+    "dspark": "dspark",
+    "gemma4_assistant": "assistant",
+    "gemma4_unified_assistant": "assistant",
+}
 MTP_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
 
 

@@ -1,12 +1,17 @@
-"""DFlash on MLX: a whole block of drafts in one pass over the target's layers, as mlx-vlm runs it.
+"""DFlash and DSpark on MLX: a whole block of drafts in one pass over the target's layers, as mlx-vlm runs it.
 
-The drafter is mlx-vlm's DFlashDraftModel (Qwen 3's DFlash checkpoints), loaded from its own
-folder; it borrows the target's embeddings and head. Every batch the target decodes hands over
+The drafter is mlx-vlm's DFlashDraftModel (Qwen 3's DFlash checkpoints) or its DSparkDraftModel
+(DFlash with a Markov head; Gemma4DSparkDraftModel for Gemma 4 targets), loaded from its own
+folder; it borrows the target's embeddings and head where it brings none of its own. Every batch the target decodes hands over
 the outputs of its layers `target_layer_ids`, side by side (engine.runtime.mlx.hidden taps them).
 A draft is one non-causal pass over [last token, MASK, ...]: the states of the positions its cache
 lacks go in first, as context whose keys and values it keeps, and each MASK slot answers with the
 token at its position. As mlx-vlm 0.7.10's `_dflash_rounds`: the context grows by the verified
 positions each round, and the block itself leaves nothing in the cache.
+
+DSpark's block differs in two ways, as its `draft_block` has it: with `sample_from_anchor` the last
+token's slot drafts too (one MASK fewer), and each slot's row gains the Markov head's word on the
+token before it (the last token, then the previous draft), so the rows are read one after another.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
-from engine.drafting.dflash import DFLASH_KIND
+from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx.context import MlxContext
@@ -30,8 +35,8 @@ from engine.sampling import Sampler
 
 
 def load_dflash(folder: Path) -> nn.Module:
-    """A DFlash drafter's MLX folder, through mlx-vlm's loader."""
-    from mlx_vlm.speculative.drafters import DFlashDraftModel, load_drafter
+    """A DFlash or DSpark drafter's MLX folder, through mlx-vlm's loader."""
+    from mlx_vlm.speculative.drafters import DFlashDraftModel, DSparkDraftModel, load_drafter
 
     if not (folder / "config.json").is_file():
         raise IncompatibleDrafter(f"{folder} is not a DFlash drafter's folder: it has no config.json.")
@@ -39,17 +44,19 @@ def load_dflash(folder: Path) -> nn.Module:
         model, _ = load_drafter(str(folder), "dflash")
     except (ValueError, KeyError, FileNotFoundError) as e:
         raise IncompatibleDrafter(f"mlx-vlm could not load {folder.name} as a DFlash drafter: {e}") from e
-    if type(model) is not DFlashDraftModel:
+    from mlx_vlm.speculative.drafters.gemma4_dspark import Gemma4DSparkDraftModel
+
+    if type(model) not in (DFlashDraftModel, DSparkDraftModel, Gemma4DSparkDraftModel):
         raise IncompatibleDrafter(
-            f"{folder.name} is a {type(model).__name__}; the MLX runtime drafts with DFlash's own model alone yet."
+            f"{folder.name} is a {type(model).__name__}; the MLX runtime drafts with DFlash's and DSpark's own "
+            "models alone yet."
         )
     return model
 
 
 class MlxDflashDrafter(OwnPace):
-    """A DFlash drafter for an MLX target, reading the target's chosen layers."""
+    """A DFlash or DSpark drafter for an MLX target, reading the target's chosen layers."""
 
-    kind = DFLASH_KIND
     has_distribution = True
     needs_hidden_states = True
 
@@ -67,9 +74,34 @@ class MlxDflashDrafter(OwnPace):
                 f"the DFlash drafter's mask token {self.mask:,} is outside {target.model.name}'s vocabulary: "
                 "it was trained for another target."
             )
+        self.markov = getattr(drafter, "markov_head", None)  # DSpark's
+        self.kind = DSPARK_KIND if self.markov is not None else DFLASH_KIND
+        variant = "DSpark" if self.markov is not None else "DFlash"
+        if self.markov is not None and int(config.vocab_size) != target.model.n_vocab:
+            raise IncompatibleDrafter(
+                f"the DSpark drafter's Markov head knows {config.vocab_size:,} tokens, and {target.model.name} "
+                f"has {target.model.n_vocab:,}: it was trained for another target."
+            )
+        if self.markov is not None and int(config.num_target_layers) != len(parts.layers):
+            raise IncompatibleDrafter(
+                f"the DSpark drafter was trained on a target of {config.num_target_layers} layers, and "
+                f"{target.model.name} has {len(parts.layers)}: it was trained for another target."
+            )
+        if any(getattr(layer.self_attn, "use_k_eq_v", False) for layer in drafter.layers):
+            raise IncompatibleDrafter(
+                f"the {variant} drafter's layers have one projection for its keys and values, and mlx-vlm "
+                "0.7.10's DFlash pass asks each layer for a value projection of its own: it cannot run it."
+            )
+        self.anchor = self.markov is not None and bool(config.sample_from_anchor)  # the last token's slot drafts
         self.layers = [int(i) for i in config.target_layer_ids]
-        self.drafter = drafter.bind(target.model.module)
-        self.target, self.name = target, name or "DFlash drafter"
+        from mlx_vlm.speculative.drafters import DFlashDraftModel
+
+        # DFlash's own bind: DSpark's asks the target for mlx-vlm's rollback hook, which the round does itself.
+        own_head = drafter.lm_head  # Gemma 4's DSpark brings its own embeddings and head, and keeps them
+        self.drafter = DFlashDraftModel.bind(drafter, target.model.module)
+        if own_head is not None:
+            self.drafter.lm_head = own_head
+        self.target, self.name = target, name or f"{variant} drafter"
         self.max_depth = min(max_depth, int(config.block_size) - 1)
         self.decode_s = 0.0
         self.ctx = self  # the round counts the drafter's time inside MLX as its own
@@ -104,20 +136,30 @@ class MlxDflashDrafter(OwnPace):
         end = len(history) - 1  # the block's first slot is the last token's position
         self._trim(min(self._context, end))
         context = mx.array(self._states.held(self._context, end))[None].astype(self._dtype)
-        block = mx.array([[history[-1]] + [self.mask] * k], dtype=mx.int32)
+        block = mx.array([[history[-1]] + [self.mask] * (k - self.anchor)], dtype=mx.int32)
         d = self.drafter
-        logits = d._logits(d._hidden(block, context, self._cache)[:, 1:])[0]
+        logits = d._logits(d._hidden(block, context, self._cache)[:, 0 if self.anchor else 1 :])[0]
         mx.eval(logits)
         self._context = end
         rows = np.array(logits.astype(mx.float32))
         tokens: list[int] = []
+        before = history[-1]
         for i in range(k):
-            token = choose_draft(self._rows[i], rows[i], sampler, p_min, banned)
+            row = rows[i] if self.markov is None else rows[i] + self._markov_row(before)
+            token = choose_draft(self._rows[i], row, sampler, p_min, banned)
             if token is None:
                 break
             tokens.append(token)
+            before = token
         self.decode_s += time.perf_counter() - t0
         return Draft(tokens, self._rows[: len(tokens)], sampler)
+
+    def _markov_row(self, before: int) -> np.ndarray:
+        """DSpark's Markov head's word on the next token, given the token before it."""
+        markov = self.markov
+        row = markov.markov_w2(markov.get_prev_embeddings(mx.array([before], dtype=mx.int32)))[0]
+        mx.eval(row)
+        return np.array(row.astype(mx.float32))
 
     def verified(self, batch: VerifyBatch) -> None:
         """Nothing to carry: the verify pass's layers came with its batch."""

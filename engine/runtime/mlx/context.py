@@ -263,6 +263,11 @@ class MlxContext:
         asked, the model's last layer (normed) for each token; returns the way to stop."""
         return self.observers.add(observer, hidden_states)
 
+    def kv_cache(self) -> list[Any]:
+        """The prompt cache itself, layer by layer: what a drafter that attends to the target's memory reads
+        (Gemma 4's assistant). Read it, never write it: the context alone decodes and rewinds."""
+        return self._open_cache()
+
     def observers_paused(self) -> AbstractContextManager[None]:
         """Decode without telling the observers (nor computing hidden states for them): a plain reply."""
         return self.observers.paused()

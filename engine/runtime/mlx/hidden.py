@@ -2,7 +2,8 @@
 
 mlx-lm's model classes hand back logits alone. Most are `lm_head(model(tokens))`, `model` being the
 decoder stack with its final norm, so a decode that wants hidden states runs that stack itself,
-keeps its output (the last layer's, normed: what an MTP head reads) and applies the head. A layer
+keeps its output (the last layer's, normed: what an MTP head reads) and applies the head (and the
+model's final softcap, Gemma 2's and 4's, where it has one). A layer
 a drafter asks for (EAGLE-3's and DFlash's chosen layers) is tapped: its instance's class becomes
 a subclass that records what the layer returns, so the model's own loop, masks and caches are
 untouched and its parameters keep their names. Layer i's tap holds the output of layer i, as
@@ -40,8 +41,8 @@ def _tapped(cls: type) -> type:
         def __call__(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
             out = cls.__call__(self, *args, **kwargs)
             owner = _RECORDING.get(id(self))
-            if owner is not None and owner[0].recording:
-                owner[0].layer_out[owner[1]] = out
+            if owner is not None and owner[0].recording:  # a Gemma 4 layer returns (output, its memory, offset)
+                owner[0].layer_out[owner[1]] = out[0] if isinstance(out, tuple) else out
             return out
 
         sub = _TAPPED[cls] = type(cls.__name__, (cls,), {"__call__": __call__, "__module__": cls.__module__})
@@ -60,7 +61,9 @@ class Parts:
                 "to a drafter: choose a draft model or n-grams."
             )
         self.module, self.lm, self.inner, self.name = module, lm, inner, name
-        self.head: Callable[[mx.array], mx.array] = lm.lm_head if "lm_head" in lm else inner.embed_tokens.as_linear
+        head: Callable[[mx.array], mx.array] = lm.lm_head if "lm_head" in lm else inner.embed_tokens.as_linear
+        cap = getattr(lm, "final_logit_softcapping", None)
+        self.head = head if not cap else lambda h: mx.tanh(head(h) / cap) * cap
         self.layers: list[nn.Module] = inner.layers
         self.width = int(inner.embed_tokens.weight.shape[-1])
 

@@ -3,7 +3,7 @@
 Random weights; every layer full attention, so the target's KV cache trims a rejected draft. Our
 side loads the folder with MlxModel.load (mlx-lm's class, which drops any `mtp.*` weights); the
 oracle builds mlx-vlm's own Qwen 3.5 class on the same weights. Shared by test_mlx_drafters.py
-(MTP heads) and test_mlx_eagle3.py.
+(MTP heads), test_mlx_eagle3.py, test_mlx_dflash.py and test_mlx_dspark.py.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from mlx.utils import tree_flatten
 from mlx_lm.models import qwen3_5 as lm_qwen3_5
 from mlx_vlm.models.qwen3_5.config import ModelConfig, TextConfig
 from mlx_vlm.models.qwen3_5.language import LanguageModel
+from mlx_vlm.speculative.dflash import _dflash_rounds
 from mlx_vlm.speculative.drafters.qwen3_5_mtp import ModelConfig as HeadConfig
 from mlx_vlm.speculative.drafters.qwen3_5_mtp import Qwen3_5MTPDraftModel
 
 from engine.depth import FixedDepth
 from engine.drafting.base import Drafter
+from engine.drafting.on_mlx.dflash import load_dflash
 from engine.events import RoundEvent, TokenEvent, TokenKind
 from engine.rounds import GenerationConfig, Prefill
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions
@@ -143,6 +145,33 @@ def oracle_target(folder: Path) -> tuple[LanguageModel, list]:
     lm.load_weights([(k.removeprefix("language_model."), v) for k, v in saved.items() if not k.startswith("mtp.")])
     lm.model.ssm_idx = None
     return lm, _AllAttention(lm.make_cache())
+
+
+def dflash_oracle(
+    target: Path, folder: Path, depth: int, n_tokens: int, oracle: Callable[[Path], tuple] | None = None
+) -> tuple[list[int], list[list[int]], list[int]]:
+    """mlx-vlm's greedy DFlash (or DSpark) generation: its tokens, each round's drafts, each round's
+    accepted count; on its own Qwen 3.5 (oracle_target), or the model and cache `oracle` makes."""
+    lm, cache = (oracle or oracle_target)(target)
+    drafter = load_dflash(folder)  # an instance of its own, beside the one our drafter loads
+    drafts = recording(drafter, "draft_block_greedy")
+    prompt = mx.array([PROMPT], dtype=mx.int32)
+    out = lm(prompt, cache=cache, capture_layer_ids=list(drafter.config.target_layer_ids))
+    bonus = int(mx.argmax(out.logits[0, -1]).item())
+    rounds = _dflash_rounds(
+        lm,
+        drafter,
+        cache,
+        mx.concatenate(out.hidden_states, axis=-1),
+        first_bonus=bonus,
+        max_tokens=n_tokens,
+        sampler=lambda x: mx.argmax(x, axis=-1),
+        draft_block_size=depth + 1,
+        token_dtype=mx.int32,
+        greedy_sampling=True,
+    )
+    written = [bonus, *(t for t, _ in rounds)]
+    return written, drafts, list(drafter.accept_lens)
 
 
 def recording(drafter, method: str = "draft_block") -> list[list[int]]:

@@ -24,20 +24,18 @@ from mlx_targets import (  # noqa: E402
     WIDTH,
     A,
     B,
+    dflash_oracle,
     load_target,
-    oracle_target,
     plain,
     provenance,
-    recording,
     reply,
     write_target,
 )
-from mlx_vlm.speculative.dflash import _dflash_rounds  # noqa: E402
 from mlx_vlm.speculative.drafters import DFlashDraftModel  # noqa: E402
 from mlx_vlm.speculative.drafters.qwen3_dflash import ModelConfig as DFlashConfig  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
-from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash  # noqa: E402
+from engine.drafting.on_mlx.dflash import MlxDflashDrafter  # noqa: E402
 from engine.errors import IncompatibleDrafter, RuntimeFailure  # noqa: E402
 from engine.events import TokenKind  # noqa: E402
 from engine.runtime.mlx import MlxContext  # noqa: E402
@@ -83,30 +81,6 @@ def load(ctx: MlxContext, folder: Path, depth: int) -> MlxDflashDrafter:
     return drafter
 
 
-def oracle(target: Path, folder: Path, depth: int, n_tokens: int) -> tuple[list[int], list[list[int]], list[int]]:
-    """mlx-vlm's greedy DFlash generation: its tokens, each round's drafts, each round's accepted count."""
-    lm, cache = oracle_target(target)
-    drafter = load_dflash(folder)  # an instance of its own, beside the one our drafter loads
-    drafts = recording(drafter, "draft_block_greedy")
-    prompt = mx.array([PROMPT], dtype=mx.int32)
-    out = lm(prompt, cache=cache, capture_layer_ids=list(drafter.config.target_layer_ids))
-    bonus = int(mx.argmax(out.logits[0, -1]).item())
-    rounds = _dflash_rounds(
-        lm,
-        drafter,
-        cache,
-        mx.concatenate(out.hidden_states, axis=-1),
-        first_bonus=bonus,
-        max_tokens=n_tokens,
-        sampler=lambda x: mx.argmax(x, axis=-1),
-        draft_block_size=depth + 1,
-        token_dtype=mx.int32,
-        greedy_sampling=True,
-    )
-    written = [bonus, *(t for t, _ in rounds)]
-    return written, drafts, list(drafter.accept_lens)
-
-
 @pytest.mark.parametrize("seed", [21, 22])
 @pytest.mark.parametrize("depth", [2, 3])
 def test_dflash_drafts_and_tokens_are_mlx_vlms_own(tmp_path: Path, seed: int, depth: int):
@@ -116,7 +90,7 @@ def test_dflash_drafts_and_tokens_are_mlx_vlms_own(tmp_path: Path, seed: int, de
     folder = write_dflash(tmp_path / "dflash", seed + 100)
     target = load_target(target_folder)
     ours, rounds = reply(target, depth, lambda ctx: load(ctx, folder, depth))
-    theirs, their_drafts, their_accepted = oracle(target_folder, folder, depth, N_TOKENS + 2 * depth)
+    theirs, their_drafts, their_accepted = dflash_oracle(target_folder, folder, depth, N_TOKENS + 2 * depth)
     assert [e.token_id for e in ours] == theirs[:N_TOKENS] == plain(target, N_TOKENS)
     full = [r for r in rounds[1:] if r.depth == depth and r.drafted == depth]
     assert len(full) >= 4
@@ -135,7 +109,7 @@ def test_a_dflash_drafter_that_answers_the_targets_own_token_has_every_draft_kep
     folder = write_dflash(tmp_path / "dflash", 131, silent=True)
     target = load_target(target_folder)
     ours, rounds = reply(target, depth, lambda ctx: load(ctx, folder, depth))
-    theirs, their_drafts, their_accepted = oracle(target_folder, folder, depth, N_TOKENS + 2 * depth)
+    theirs, their_drafts, their_accepted = dflash_oracle(target_folder, folder, depth, N_TOKENS + 2 * depth)
     assert [e.token_id for e in ours] == theirs[:N_TOKENS] == [MASK] * N_TOKENS
     full = [r for r in rounds[1:] if r.depth == depth and r.drafted == depth]
     assert [list(r.draft_tokens) for r in full] == their_drafts[: len(full)] == [[MASK] * depth] * len(full)

@@ -16,7 +16,7 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
-from mlx_lm.models import gemma2, qwen2  # noqa: E402
+from mlx_lm.models import cohere, gemma2, qwen2  # noqa: E402
 from mlx_targets import (  # noqa: E402
     N_TOKENS,
     PROMPT,
@@ -110,8 +110,8 @@ def test_a_target_without_an_mtp_head_is_refused_in_a_sentence(tmp_path: Path):
     ctx = target.new_context(max_rows=3)
     with pytest.raises(IncompatibleDrafter, match="has no MTP head"):
         kinds.load(kinds.MTP, ctx, None, target.options)
-    with pytest.raises(IncompatibleDrafter, match="no MTP heads or Gemma 4 assistant from a file of their own"):
-        kinds.load(kinds.ASSISTANT, ctx, folder, target.options)
+    with pytest.raises(IncompatibleDrafter, match="runs no MTP heads from a file of their own"):
+        kinds.load(kinds.MTP, ctx, folder, target.options)
 
 
 def test_hidden_states_are_the_last_layer_normed_for_every_batch(tmp_path: Path):
@@ -136,12 +136,25 @@ def test_hidden_states_are_the_last_layer_normed_for_every_batch(tmp_path: Path)
 
 
 def test_a_model_whose_logits_are_more_than_its_head_is_refused_in_a_sentence():
-    """Gemma 2 softcaps its logits after the head: its last layer is not what its logits are made of."""
+    """Cohere scales its logits after the head: its last layer is not what its logits are made of."""
     mx.random.seed(0)
-    args = gemma2.ModelArgs("gemma2", WIDTH, 2, 128, 4, 16, 1e-6, VOCAB, 2, final_logit_softcapping=5.0)
-    ctx = MlxModel(gemma2.Model(args), VOCAB, "gemma2").new_context(max_rows=3)
+    args = cohere.ModelArgs("cohere", WIDTH, 2, 128, 4, 2, vocab_size=VOCAB, logit_scale=0.5)
+    ctx = MlxModel(cohere.Model(args), VOCAB, "cohere").new_context(max_rows=3)
     with pytest.raises(RuntimeFailure, match="more than its head over its last layer"):
         ctx.observe_batches(lambda *_: None)
+
+
+def test_a_softcapped_models_hidden_states_give_its_own_logits():
+    """Gemma 2 softcaps its logits after the head: the hidden-state decode applies the same cap."""
+    mx.random.seed(0)
+    args = gemma2.ModelArgs("gemma2", WIDTH, 2, 128, 4, 16, 1e-6, VOCAB, 2, final_logit_softcapping=5.0)
+    module = gemma2.Model(args)
+    ctx = MlxModel(module, VOCAB, "gemma2").new_context(max_rows=len(PROMPT))
+    stop = ctx.observe_batches(lambda *_: None)
+    rows = ctx.decode(PROMPT, all_logits=True)
+    stop()
+    assert float(np.abs(rows).max()) <= 5.0
+    np.testing.assert_allclose(rows, np.array(module(mx.array([PROMPT]))[0]), atol=1e-5)
 
 
 def test_a_tapped_layer_hands_out_its_output_and_is_untapped_after():

@@ -1,0 +1,174 @@
+"""Gemma 4's assistant on MLX: a small model that attends to the target's own memory, as mlx-vlm runs it.
+
+The assistant is mlx-vlm's Gemma4AssistantDraftModel, loaded from its own folder; it borrows the
+target's input embeddings and keeps no cache of its own. Its layers attend, bidirectionally, to the
+keys and values of the target's last layer of each kind (full and sliding attention), read from the
+target's prompt cache as it stands at the draft: the positions the target holds. As mlx-vlm
+0.7.10's `_mtp_rounds` drives it, a draft over a history whose last token the target has yet to see
+(n positions held) starts from (that token's embedding, the target's last layer, normed, at
+position n-1), the query held at position n-1 for every step; each further step reads the
+assistant's own output (projected back to the target's width) beside the token it just drafted.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+
+from engine.depth import MAX_DEPTH
+from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
+from engine.drafting.mtp import ASSISTANT_KIND
+from engine.drafting.on_mlx.heads import TargetStates
+from engine.errors import IncompatibleDrafter, RuntimeFailure
+from engine.runtime.mlx.context import MlxContext
+from engine.runtime.side import SideWork
+from engine.sampling import Sampler
+
+
+def load_assistant(folder: Path) -> nn.Module:
+    """A Gemma 4 assistant's MLX folder, through mlx-vlm's loader."""
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.gemma4_assistant import Gemma4AssistantDraftModel
+
+    if not (folder / "config.json").is_file():
+        raise IncompatibleDrafter(f"{folder} is not a Gemma 4 assistant's folder: it has no config.json.")
+    try:
+        model, _ = load_drafter(str(folder), "mtp")
+    except (ValueError, KeyError, TypeError, FileNotFoundError) as e:
+        raise IncompatibleDrafter(f"mlx-vlm could not load {folder.name} as a Gemma 4 assistant: {e}") from e
+    if not isinstance(model, Gemma4AssistantDraftModel):
+        kind = getattr(model.config, "model_type", type(model).__name__)
+        raise IncompatibleDrafter(f"{folder.name} is a {kind} model, not a Gemma 4 assistant.")
+    return model
+
+
+def memory_layers(target: MlxContext) -> dict[str, int]:
+    """Each attention kind's last layer with a cache of its own: whose keys and values the assistant reads."""
+    layers = target.observers.parts.layers
+    sources: dict[str, int] = {}
+    for i in range(len(target.kv_cache())):
+        kind = getattr(layers[i], "layer_type", None)
+        if kind is None:
+            raise IncompatibleDrafter(
+                f"{target.model.name} is not a Gemma 4 model: the assistant attends to a Gemma 4 target's memory."
+            )
+        sources[kind] = i
+    return sources
+
+
+class MlxAssistantDrafter(OwnPace):
+    """Gemma 4's assistant drafting for an MLX Gemma 4 target: it reads the target's last layer and memory."""
+
+    kind = ASSISTANT_KIND
+    has_distribution = True
+    needs_hidden_states = True
+
+    def __init__(self, target: MlxContext, assistant: nn.Module, max_depth: int = MAX_DEPTH, name: str = "") -> None:
+        config = assistant.config
+        parts = target.observers.parts
+        if int(config.backbone_hidden_size) != parts.width:
+            raise IncompatibleDrafter(
+                f"the assistant reads hidden states {config.backbone_hidden_size} wide, and {target.model.name}'s "
+                f"are {parts.width} wide: it was trained for another target."
+            )
+        vocab = int(config.text_config.vocab_size)
+        if vocab != target.model.n_vocab:
+            raise IncompatibleDrafter(
+                f"the assistant knows {vocab:,} tokens, and {target.model.name} has {target.model.n_vocab:,}: "
+                "it was trained for another target."
+            )
+        self.sources = memory_layers(target)
+        wanted = {layer.layer_type for layer in assistant.model.layers}
+        missing = sorted(wanted - set(self.sources))
+        if missing:
+            raise IncompatibleDrafter(
+                f"the assistant attends to {' and '.join(k.replace('_', ' ') for k in missing)} layers, which "
+                f"{target.model.name} lacks: it was trained for another target."
+            )
+        self.assistant = assistant.bind(target.model.module)
+        if self.assistant._input_embed is None:
+            raise IncompatibleDrafter(f"the assistant cannot find {target.model.name}'s input embeddings.")
+        self.target, self.max_depth, self.name = target, max_depth, name or "Gemma 4 assistant"
+        self.decode_s = 0.0
+        self.ctx = self  # the round counts the drafter's time inside MLX as its own
+        self._dtype = parts.inner.embed_tokens.weight.dtype
+        self._rows = np.empty((max_depth, target.model.n_vocab), dtype=np.float32)
+        self.reset()
+        self._stop = target.observe_batches(self._seen, hidden_states=True)
+
+    def _seen(self, tokens: list[int], start: int, hidden: np.ndarray | None) -> None:
+        assert hidden is not None
+        self._states.add(start, hidden)
+
+    def prefill(self, history: list[int]) -> None:
+        """The target's prefill handed its last layer over; the first draft reads its last position."""
+        self._states.held(len(history) - 2, len(history) - 1)
+
+    def _memory(self, held: int) -> dict[str, tuple[mx.array, mx.array]]:
+        """The keys and values of each source layer's cache, in position order: the `held` positions."""
+        from mlx_lm.models.cache import RotatingKVCache
+
+        cache = self.target.kv_cache()
+        memory = {}
+        for kind, i in self.sources.items():
+            c = cache[i]
+            if isinstance(c, RotatingKVCache):  # a sliding window's entries, oldest first, as mlx-vlm reads them
+                keys, values = c._temporal_order(c.keys), c._temporal_order(c.values)
+            else:
+                keys, values = c.keys_and_values()
+            if keys.shape[-2] != held:
+                raise RuntimeFailure(
+                    f"{self.target.model.name}'s {kind.replace('_', ' ')} memory holds {keys.shape[-2]:,} positions "
+                    f"and the reply {held:,}: the assistant drafts within the target's sliding window alone."
+                )
+            memory[kind] = (keys, values)
+        return memory
+
+    def draft(
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
+    ) -> Draft:
+        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        held = len(history) - 1  # the positions the target holds: all but the last token's
+        if k <= 0 or held <= 0:
+            return Draft()
+        t0 = time.perf_counter()
+        a = self.assistant
+        a.set_shared_kv(self._memory(held), held, position=held - 1, kv_valid_len=held)
+        positions = mx.array([[held - 1]], dtype=mx.int32)
+        state = mx.array(self._states.held(held - 1, held))[None].astype(self._dtype)
+        token = history[-1]
+        tokens: list[int] = []
+        for i in range(k):
+            embedded = a._input_embed(mx.array([[token]], dtype=mx.int32)) * a._input_embed_scale
+            state, logits = a(mx.concatenate([embedded, state], axis=-1), a._shared_kv, positions)
+            mx.eval(state, logits)
+            chosen = choose_draft(self._rows[i], np.array(logits[0, -1].astype(mx.float32)), sampler, p_min, banned)
+            if chosen is None:
+                break
+            tokens.append(chosen)
+            token = chosen
+        a._shared_kv = None  # the target's memory moves on with the verify
+        self.decode_s += time.perf_counter() - t0
+        return Draft(tokens, self._rows[: len(tokens)], sampler)
+
+    def verified(self, batch: VerifyBatch) -> None:
+        """Nothing to carry: the verify pass's last layer came with its batch, its memory is in its cache."""
+
+    def rewind(self, keep: int) -> None:
+        self._states.forget_from(keep)
+
+    def reset(self) -> None:
+        self._states = TargetStates(self.name)
+
+    def close(self) -> None:
+        self._stop()
