@@ -12,7 +12,7 @@
 #   MACOS_NOTARY_PASSWORD    an app-specific password for that Apple ID
 #
 # Without a signature the app keeps PyInstaller's ad-hoc one: it runs on the machine that
-# built it, and elsewhere only once the user allows it (README: "Install the app").
+# built it, and elsewhere only once the user allows it (docs/install.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
