@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCharFormat
 
 from engine import TokenKind
 
@@ -50,6 +50,26 @@ _DARK = {
     TokenKind.PLAIN: "#3c3c3c",
     TokenKind.UNREPORTED: "transparent",
 }
+
+# A cue beside each colour for readers who cannot tell the colours apart: an underline style
+# per kind (the legend names it). Accepted, the commonest kind, is the one left bare.
+_LINE = QTextCharFormat.UnderlineStyle
+CUES = {
+    TokenKind.ACCEPTED: (_LINE.NoUnderline, "no line"),
+    TokenKind.REPLACED: (_LINE.WaveUnderline, "wavy line"),
+    TokenKind.BONUS: (_LINE.DashUnderline, "dashed line"),
+    TokenKind.PLAIN: (_LINE.DashDotLine, "dash-dot line"),
+    TokenKind.UNREPORTED: (_LINE.NoUnderline, "no line"),
+}
+
+
+def apply_cue(fmt: QTextCharFormat, kind: TokenKind) -> None:
+    """Underline `fmt` in its kind's style, in the kind's chart stroke colour."""
+    style, _word = CUES[kind]
+    if style != _LINE.NoUnderline:
+        fmt.setUnderlineStyle(style)
+        fmt.setUnderlineColor(QColor(STROKES[kind]))
+
 
 # Round-time parts in the stacked chart.
 ROUND_PARTS = {"draft": "#9467bd", "verify": "#ff7f0e", "commit": "#17becf"}

@@ -25,6 +25,7 @@ class RoundView(TranscriptView):
     """The reply so far, with the round in progress shown in two phases."""
 
     token_clicked = Signal(object)  # TokenEvent
+    renders_markdown = False  # it writes drafts and struck text into the reply itself
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from PySide6.QtCore import QEvent, QPoint, Qt
-from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextFrameFormat
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QGuiApplication,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextFrameFormat,
+)
 from PySide6.QtWidgets import QTextEdit, QToolTip
 
 from app import palette
+from app.codeblocks import COPY_SCHEME
+from app.markdown import Renderer
 from app.teachtext import rank_sentence
 from engine import AUTO, FinishReason, RunStats, TokenEvent, TokenKind
 
@@ -26,6 +36,21 @@ class Span:
     token_index: int
     kind: str
     background: str
+
+
+@dataclass
+class Entry:
+    """One message as drawn, kept so that the transcript can be drawn again (raw or rendered)."""
+
+    role: str
+    text: str = ""
+    first: int = 0  # a reply's tokens are tokens[first:last]
+    last: int = 0
+    stats: RunStats | None = None
+    stopped: bool = False
+    note: str = ""
+    done: bool = False
+    code: dict[str, str] = field(default_factory=dict)
 
 
 def tooltip(token: TokenEvent) -> str:
@@ -63,7 +88,13 @@ def summary(stats: RunStats, stopped: bool = False) -> str:
 
 
 class TranscriptView(QTextEdit):
-    """Read-only rich text: one framed block per message, tokens as coloured spans."""
+    """Read-only rich text: one framed block per message, tokens as coloured spans.
+
+    Replies are rendered as Markdown (see app/markdown.py) unless `raw` is set; views that
+    write into the reply themselves (the teaching view) turn `renders_markdown` off.
+    """
+
+    renders_markdown = True
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -74,6 +105,10 @@ class TranscriptView(QTextEdit):
         self.tokens: list[TokenEvent] = []
         self._palette = palette.current()
         self._reply_cursor: QTextCursor | None = None
+        self.raw = False
+        self.entries: list[Entry] = []
+        self._reply: Entry | None = None
+        self._reply_start = 0  # where the open reply's text begins in the document
         font = self.font()
         font.setPointSizeF(max(font.pointSizeF(), 11.0))
         self.setFont(font)
@@ -82,7 +117,9 @@ class TranscriptView(QTextEdit):
     def clear_conversation(self) -> None:
         self.clear()
         self.tokens.clear()
+        self.entries.clear()
         self._reply_cursor = None
+        self._reply = None
 
     def _frame(self, role: str) -> QTextCursor:
         cursor = QTextCursor(self.document())
@@ -112,47 +149,114 @@ class TranscriptView(QTextEdit):
         return inner
 
     def add_user(self, text: str) -> None:
-        cursor = self._frame("user")
-        cursor.insertText(text, QTextCharFormat())
-        self._scroll_to_end()
+        self.entries.append(Entry("user", text))
+        self._draw_text("user", text)
 
     def add_error(self, text: str) -> None:
-        cursor = self._frame("error")
+        self.entries.append(Entry("error", text))
+        self._draw_text("error", text)
+
+    def _draw_text(self, role: str, text: str) -> None:
+        cursor = self._frame(role)
         cursor.insertText(text, QTextCharFormat())
         self._scroll_to_end()
 
     def begin_reply(self) -> None:
+        self._reply = Entry("assistant", first=len(self.tokens), last=len(self.tokens))
+        self.entries.append(self._reply)
+        self._open_reply()
+
+    def _open_reply(self) -> None:
         self._reply_cursor = self._frame("assistant")
+        self._reply_start = self._reply_cursor.position()
+
+    def token_format(self, index: int) -> QTextCharFormat:
+        """A token's own format: its kind's background, its index, and its kind's underline cue."""
+        kind = self.tokens[index].kind
+        fmt = QTextCharFormat()
+        fmt.setBackground(self._palette.background(kind))
+        fmt.setProperty(TOKEN_PROPERTY, index)
+        fmt.setProperty(KIND_PROPERTY, kind.value)
+        palette.apply_cue(fmt, kind)
+        return fmt
 
     def append_tokens(self, events: list[TokenEvent]) -> None:
-        cursor = self._reply_cursor
-        if cursor is None:
+        if self._reply_cursor is None:
             self.begin_reply()
-            cursor = self._reply_cursor
         at_end = self._at_end()
-        cursor.beginEditBlock()  # one layout pass for the batch, not one per token
-        for event in events:
-            index = len(self.tokens)
-            self.tokens.append(event)
-            if not event.text:
-                continue  # an unfinished character or the end-of-turn token: nothing to show
-            fmt = QTextCharFormat()
-            fmt.setBackground(self._palette.background(event.kind))
-            fmt.setProperty(TOKEN_PROPERTY, index)
-            fmt.setProperty(KIND_PROPERTY, event.kind.value)
-            cursor.insertText(event.text, fmt)
-        cursor.endEditBlock()
+        first = len(self.tokens)
+        self.tokens.extend(events)
+        if self._reply is not None:
+            self._reply.last = len(self.tokens)
+        self._draw_tokens(first, len(self.tokens))
         if at_end:
             self._scroll_to_end()
 
-    def end_reply(self, stats: RunStats | None, stopped: bool = False, note: str = "") -> None:
+    def _draw_tokens(self, first: int, last: int) -> None:
+        """Raw: insert the new tokens. Rendered: render the open reply again from its start."""
         cursor = self._reply_cursor
-        if cursor is None:
+        cursor.beginEditBlock()  # one layout pass for the batch, not one per token
+        if self.raw or not self.renders_markdown or self._reply is None:
+            for index in range(first, last):
+                if self.tokens[index].text:  # an unfinished character or the end-of-turn token: nothing
+                    cursor.insertText(self.tokens[index].text, self.token_format(index))
+        else:
+            self._render_reply(cursor, self._reply)
+        cursor.endEditBlock()
+
+    def _render_reply(self, cursor: QTextCursor, entry: Entry) -> None:
+        frame = cursor.currentFrame()
+        cursor.setPosition(self._reply_start)
+        cursor.setPosition(frame.lastPosition(), QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        cursor.setBlockFormat(QTextBlockFormat())
+        owners: list[int] = []
+        for index in range(entry.first, entry.last):
+            owners.extend([index] * len(self.tokens[index].text))
+        source = "".join(t.text for t in self.tokens[entry.first : entry.last])
+        key = f"{COPY_SCHEME}{self.entries.index(entry)}."
+        renderer = Renderer(
+            cursor, source, owners, self.token_format, self._palette.dark, self.font().pointSizeF(), key
+        )
+        renderer.render()
+        entry.code = {f"{key}{n}": code for n, code in enumerate(renderer.code_blocks)}
+        self._reply_cursor = frame.lastCursorPosition()
+
+    def set_raw(self, raw: bool) -> None:
+        """Draw every message again, as its raw text (True) or rendered Markdown (False)."""
+        self.raw = raw
+        open_reply = self._reply
+        self.clear()
+        self._reply_cursor = None
+        for entry in self.entries:
+            if entry.role != "assistant":
+                self._draw_text(entry.role, entry.text)
+                continue
+            self._reply = entry
+            self._open_reply()
+            self._draw_tokens(entry.first, entry.last)
+            if entry.done:
+                self._draw_summary(entry)
+        self._reply = open_reply
+        if open_reply is None or open_reply.done:
+            self._reply_cursor = None
+
+    def end_reply(self, stats: RunStats | None, stopped: bool = False, note: str = "") -> None:
+        if self._reply_cursor is None:
             return
+        if self._reply is not None:
+            self._reply.stats, self._reply.stopped, self._reply.note, self._reply.done = stats, stopped, note, True
+            self._draw_summary(self._reply)
+        self._reply_cursor = None
+        self._reply = None
+        self._scroll_to_end()
+
+    def _draw_summary(self, entry: Entry) -> None:
+        cursor, stats, stopped, note = self._reply_cursor, entry.stats, entry.stopped, entry.note
         fmt = QTextCharFormat()
         fmt.setForeground(QColor("#9a9a9a" if self._palette.dark else "#6a6a6a"))
         fmt.setFontPointSize(max(self.font().pointSizeF() - 1.5, 8.0))
-        cursor.insertBlock()
+        cursor.insertBlock(QTextBlockFormat())
         text = summary(stats, stopped) if stats else ""
         if note:
             text = f"{text} · {note}" if text else note
@@ -161,8 +265,6 @@ class TranscriptView(QTextEdit):
         if content:  # acceptance is a property of the text: how each kind of text fared
             cursor.insertBlock()
             cursor.insertText(f"by content: {content}", fmt)
-        self._reply_cursor = None
-        self._scroll_to_end()
 
     def show_reply(self, tokens: list[TokenEvent], stats: RunStats | None, stopped: bool, note: str = "") -> None:
         self.begin_reply()
@@ -237,6 +339,14 @@ class TranscriptView(QTextEdit):
         if event.type() == QEvent.Type.PaletteChange:  # the system switched between light and dark
             self.set_dark(palette.is_dark())
         super().changeEvent(event)
+
+    def mouseReleaseEvent(self, event) -> None:
+        href = self.anchorAt(event.position().toPoint())
+        if href.startswith(COPY_SCHEME):  # a code block's Copy link: exactly its code, no fences
+            code = next((e.code[href] for e in self.entries if href in e.code), None)
+            if code is not None:
+                QGuiApplication.clipboard().setText(code)
+        super().mouseReleaseEvent(event)
 
     def keyPressEvent(self, event) -> None:
         if event.key() == Qt.Key.Key_Escape:

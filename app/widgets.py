@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -48,14 +49,20 @@ class Legend(QWidget):
         self.swatches: dict[str, QLabel] = {}
         pal = palette.current()
         for kind in palette.KINDS:
-            label = QLabel(f" {palette.LABELS[kind]} ")
-            label.setToolTip(palette.EXPLANATIONS[kind])
+            cue = palette.CUES[kind][1]  # the non-colour cue, named beside the colour
+            label = QLabel(f" {palette.LABELS[kind]} · {cue} ")
+            label.setToolTip(f"{palette.EXPLANATIONS[kind]}; in the text: {cue} under the token")
             label.setStyleSheet(
                 f"background:{pal.backgrounds[kind]}; color:{pal.text}; border-radius:3px; padding:1px 4px;"
             )
             self.swatches[kind.value] = label
             layout.addWidget(label)
         layout.addStretch(1)
+        self.raw = QToolButton()  # replies as the model wrote them, Markdown unrendered
+        self.raw.setText("Raw text")
+        self.raw.setCheckable(True)
+        self.raw.setToolTip("Show replies as raw text instead of rendered Markdown")
+        layout.addWidget(self.raw)
 
 
 class ConversationList(QWidget):
