@@ -1,8 +1,9 @@
 """`draftlight --self-test`: the window, a fixed prompt at depth 2, and a check that every
-token on screen wears its kind's colour."""
+token on screen wears its kind's colour, in the rendered Markdown and in the raw text."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections import Counter
@@ -23,7 +24,10 @@ def visible(token: TokenEvent) -> bool:
 
 
 def check_document(view: TranscriptView, tokens: list[TokenEvent]) -> list[str]:
-    """Token spans in the document against the engine's events, one by one."""
+    """Token spans in the document against the engine's events, one by one (in rendered
+    Markdown, where markup takes no room, see check_rendered)."""
+    if view.renders_markdown and not view.raw:
+        return check_rendered(view, tokens)
     pal = palette.current()
     shown = [(i, t) for i, t in enumerate(view.tokens) if visible(t)]
     expected = [t for t in tokens if visible(t)]
@@ -40,6 +44,32 @@ def check_document(view: TranscriptView, tokens: list[TokenEvent]) -> list[str]:
             problems.append(
                 f"token {index} {event.text!r} drawn on {span.background}, not {pal.backgrounds[event.kind]}"
             )
+    return problems
+
+
+def check_rendered(view: TranscriptView, tokens: list[TokenEvent]) -> list[str]:
+    """Rendered Markdown: markup leaves the screen, but each character left wears its token,
+    in order, and every token with a word in it is there."""
+    pal = palette.current()
+    problems, last = [], -1
+    spans = view.spans()
+    for span in spans:
+        event = view.tokens[span.token_index]
+        if span.token_index < last:
+            problems.append(f"span at {span.start} belongs to token {span.token_index}, after token {last}")
+        last = span.token_index
+        if span.kind != event.kind.value:
+            problems.append(f"token {span.token_index} {event.text!r} shown as {span.kind}, not {event.kind.value}")
+        if span.background != pal.backgrounds[event.kind]:
+            problems.append(
+                f"token {span.token_index} {event.text!r} drawn on {span.background}, not {pal.backgrounds[event.kind]}"
+            )
+    shown = {span.token_index for span in spans}
+    missing = [i for i, t in enumerate(tokens) if re.search(r"\w", t.text) and i not in shown]
+    if view.tokens != tokens:
+        problems.append("the transcript's tokens are not the engine's events")
+    for i in missing[:5]:
+        problems.append(f"token {i} {tokens[i].text!r} is not on screen in the rendered reply")
     return problems
 
 
@@ -97,10 +127,19 @@ def run_self_test(app, window, prompt: str, screenshot: str | None) -> int:
     view = window.transcript
     view.verticalScrollBar().setValue(0)
     app.processEvents()
-    problems = check_document(view, window.reply_tokens)
+    problems = [f"rendered: {p}" for p in check_document(view, window.reply_tokens)]
     checked, pixel_problems = check_pixels(view)
-    problems += pixel_problems
-    if checked == 0:
+    problems += [f"rendered: {p}" for p in pixel_problems]
+    view.set_raw(True)  # and the raw text, every token as written
+    app.processEvents()
+    view.verticalScrollBar().setValue(0)
+    app.processEvents()
+    problems += [f"raw: {p}" for p in check_document(view, window.reply_tokens)]
+    raw_checked, pixel_problems = check_pixels(view)
+    problems += [f"raw: {p}" for p in pixel_problems]
+    view.set_raw(False)
+    app.processEvents()
+    if checked == 0 or raw_checked == 0:
         problems.append("no token span could be sampled on screen")
     if screenshot:
         window.grab().save(screenshot)
@@ -116,7 +155,7 @@ def run_self_test(app, window, prompt: str, screenshot: str | None) -> int:
     )
     print(
         f"self-test: {stats.decode_tps:.1f} tok/s decode, acceptance {stats.acceptance:.0%}; "
-        f"{checked} spans checked on screen",
+        f"{checked} spans checked on screen rendered, {raw_checked} raw",
         file=out,
     )
     for p in problems[:20]:

@@ -5,22 +5,21 @@ from __future__ import annotations
 import re
 
 import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextCharFormat, QTextCursor
 
-pytest.importorskip("PySide6")
-pytest.importorskip("pytestqt")
-
-from PySide6.QtCore import QPoint, Qt  # noqa: E402
-from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextCharFormat, QTextCursor  # noqa: E402
-
-from app import palette  # noqa: E402
-from app.transcript import KIND_PROPERTY, TOKEN_PROPERTY, TranscriptView  # noqa: E402
-from engine import TokenEvent, TokenKind  # noqa: E402
+from app import palette
+from app.selftest import check_document, check_pixels
+from app.transcript import KIND_PROPERTY, TOKEN_PROPERTY, TranscriptView
+from engine import TokenEvent, TokenKind
 
 CODE = "def add(a, b):\n    return a + b  # sum\n"
 SOURCE = (
     "Here is a **list**:\n\n- alpha\n- beta\n\n| name | value |\n|---|---|\n| x | 42 |\n\n"
     f"```python\n{CODE}```\nDone.\n"
 )
+MODEL_PROMPT = "Write a Python function that adds two numbers, in a fenced code block, then a one-line list."
+MODEL_TOKENS = 96
 KINDS = (TokenKind.ACCEPTED, TokenKind.REPLACED, TokenKind.BONUS, TokenKind.PLAIN)
 
 
@@ -167,3 +166,22 @@ def test_each_kind_has_an_underline_cue_named_in_the_legend(qtbot):
         "bonus · dashed line",
         "plain · dash-dot line",
     ]
+
+
+@pytest.mark.slow
+def test_a_real_reply_renders_with_its_colours_and_toggles_to_raw(qtbot, make_window, send):
+    window = make_window(depth=2, max_tokens=MODEL_TOKENS)
+    send(window, MODEL_PROMPT)
+    view, tokens = window.transcript, window.reply_tokens
+    source = "".join(t.text for t in tokens)
+    assert "```python" in source  # the model answered with a fenced block
+    assert check_document(view, tokens) == []  # rendered: each token's characters, its colour
+    checked, problems = check_pixels(view)
+    assert problems == [] and checked > 10
+    mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).families()
+    code = [f for _p, t, f in fragments(view) if f.fontFamilies() == mono and t.strip()]
+    assert len({f.foreground().color().name() for f in code}) >= 2  # highlighted
+    assert "```" not in view.toPlainText()
+    qtbot.mouseClick(window.legend.raw, Qt.MouseButton.LeftButton)
+    assert view.raw and source.strip() in view.toPlainText()
+    assert check_document(view, tokens) == []  # raw: one span per visible token, as before
