@@ -17,6 +17,7 @@ from app import storeedits
 from app.messagetags import message_at, message_at_position
 from app.store import StoredMessage
 
+MESSAGE_ENTRY = "message"  # the data of the context menu's entries for the message (after the standard ones)
 EDITING = "Editing your message: Enter resends it and removes what came after it; Esc cancels."
 
 
@@ -271,8 +272,9 @@ class MessageActions(QObject):
             entries.append(("Edit and resend", lambda: self.edit_message(mid)))
         entries.append(("Delete message", lambda: self.delete_message(mid)))
         for text, slot in entries:
-            menu.addAction(text).triggered.connect(slot)
-            menu.actions()[-1].setObjectName(text)
+            action = menu.addAction(text)
+            action.setData(MESSAGE_ENTRY)
+            action.triggered.connect(slot)
         return menu
 
     def _context_menu(self, point: QPoint) -> None:

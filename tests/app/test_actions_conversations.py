@@ -109,15 +109,6 @@ def test_rename_in_place_from_the_keyboard_and_the_context_menu(qtbot, window_at
     assert listed(window) == ["Sorting", "Sourdough timing", "Lamp"]
 
 
-def test_a_new_conversation_is_titled_from_its_first_message(window_at, tmp_path):
-    window = window_at(tmp_path / "c.sqlite3")
-    window.pair = object()  # no reply can come (no model); the title is made before the request
-    window.input.setPlainText("What makes a good drafter?\nSecond line.")
-    window._request_reply = lambda messages: None
-    window.send()
-    assert listed(window) == ["What makes a good drafter?"]
-
-
 def test_delete_with_undo_from_the_keyboard_and_the_mouse(qtbot, window_at, tmp_path):
     path = tmp_path / "c.sqlite3"
     ids = three_conversations(path)
