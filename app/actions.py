@@ -139,6 +139,11 @@ class MessageActions(QObject):
         """Ask again for the last reply; the earlier one is kept as an alternative with its figures."""
         w = self.window
         last = self._last_reply()
+        said = [m for m in self._messages() if m.role != "error"]
+        if message_id is None and said and said[-1].role == "user":  # a reply that failed before it began
+            if w._can_reply():
+                w._request_reply(w.engine_messages())
+            return
         if last is None or (message_id is not None and message_id != last.id):
             w._say("Only the last reply can be regenerated: edit and resend an earlier message instead.")
             return
