@@ -174,6 +174,7 @@ def test_regenerate_keeps_both_replies_with_their_own_stats(qtbot, make_window, 
     first = send(window, "Name three rivers.")
     assert isinstance(first, RunStats) and first.depth == 2
     window.side.set_depth(0)  # the A/B: the same question with speculation off
+    qtbot.waitUntil(lambda: not window.busy, timeout=REPLY_TIMEOUT_MS)  # the worker winds down after a reply
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
         qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     second = blocker.args[0]
@@ -198,6 +199,7 @@ def test_edit_and_resend_cuts_the_conversation_where_the_message_was(qtbot, make
     first_user = window.store.messages(window.conversation_id)[0].id
     trigger(window, first_user, "Edit and resend")
     window.input.setPlainText("Name a planet.")
+    qtbot.waitUntil(lambda: not window.busy, timeout=REPLY_TIMEOUT_MS)
     with qtbot.waitSignal(window.reply_finished, timeout=REPLY_TIMEOUT_MS) as blocker:
         qtbot.keyClick(window.input, Qt.Key.Key_Return)
     reply = blocker.args[0]
