@@ -1,4 +1,4 @@
-"""File > Export: the conversation's token trace and the charts, as files."""
+"""File > Export: a conversation as markdown or as its token trace, and the charts, as files."""
 
 from __future__ import annotations
 
@@ -6,12 +6,52 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from app.transcript import summary  # the figures the transcript shows under a reply
+
 
 def export_trace(store, conversation_id: int, path: Path) -> int:
     """The conversation's replies as `draftlight chat --json` lines; returns lines written."""
     lines = store.trace_lines(conversation_id)
     Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return len(lines)
+
+
+def conversation_markdown(store, conversation_id: int, title: str) -> str:
+    """The conversation as markdown: the title, then each message under who wrote it; a reply's figures in italics."""
+    parts = [f"# {title}"]
+    for m in store.messages(conversation_id):
+        who = {"user": "You", "assistant": "Assistant", "error": "Error"}.get(m.role, m.role.title())
+        parts.append(f"**{who}:**\n\n{m.content.strip()}")
+        if m.stats is not None:
+            parts.append(f"*{summary(m.stats, m.stopped)}*")
+    return "\n\n".join(parts) + "\n"
+
+
+def export_markdown(store, conversation_id: int, title: str, path: Path) -> None:
+    Path(path).write_text(conversation_markdown(store, conversation_id, title), encoding="utf-8")
+
+
+def export_markdown_dialog(window, conversation_id: int, title: str) -> None:
+    name = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "conversation"
+    path, _ = QFileDialog.getSaveFileName(window, "Export as markdown", f"{name}.md", "Markdown (*.md)")
+    if path:
+        try:
+            export_markdown(window.store, conversation_id, title, Path(path))
+        except OSError as exc:
+            window._say(f"Could not write {path} ({exc.strerror or exc}): choose another place.")
+            return
+        window._say(f"Wrote '{title}' to {path}.")
+
+
+def export_conversation_trace_dialog(window, conversation_id: int) -> None:
+    path, _ = QFileDialog.getSaveFileName(window, "Export token trace", "trace.jsonl", "JSON lines (*.jsonl)")
+    if path:
+        try:
+            lines = export_trace(window.store, conversation_id, Path(path))
+        except OSError as exc:
+            window._say(f"Could not write {path} ({exc.strerror or exc}): choose another place.")
+            return
+        window._say(f"Wrote {lines} lines to {path}.")
 
 
 def export_trace_dialog(window) -> None:

@@ -47,6 +47,14 @@ DAMAGED_RECORD = "Part of a reply in the chat database is damaged: its text is s
 # Shown under a reply that was still streaming when the app was killed or closed.
 CUT_SHORT = "this reply was cut short when the app closed"
 
+# Columns added after the first release, each with a default that reads an older row as it was meant.
+MIGRATIONS = (
+    ("messages", "interrupted", "INTEGER NOT NULL DEFAULT 0"),  # streamed to disk
+    ("messages", "reply_of", "INTEGER"),  # a regenerated reply: the first reply of its group
+    ("messages", "hidden", "INTEGER NOT NULL DEFAULT 0"),  # an alternative not shown (nor sent)
+    ("conversations", "deleted", "REAL"),  # deleted, undoable until the app closes
+)
+
 
 @dataclass
 class StoredMessage:
@@ -57,6 +65,9 @@ class StoredMessage:
     stopped: bool = False
     id: int | None = None
     interrupted: bool = False  # the app ended while this reply streamed
+    group: int = 0  # a reply's alternatives share it: the first one's id
+    alternative: int = 1  # this reply is alternative `alternative` of `alternatives`
+    alternatives: int = 1
 
 
 @dataclass
@@ -87,9 +98,10 @@ class Store:
         self.failure = ""  # the last failure's sentence
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.executescript(SCHEMA)
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(messages)")}
-        if "interrupted" not in columns:  # a database from before replies were streamed to disk
-            self.db.execute("ALTER TABLE messages ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0")
+        for table, column, kind in MIGRATIONS:
+            if column not in {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}:
+                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        self.purge_deleted()  # a conversation deleted before a kill: its undo ended with the app
         self.db.commit()
 
     @property
@@ -123,7 +135,9 @@ class Store:
 
     def conversations(self) -> list[Conversation]:
         try:
-            rows = self.db.execute("SELECT id, title, updated FROM conversations ORDER BY updated DESC, id DESC")
+            rows = self.db.execute(
+                "SELECT id, title, updated FROM conversations WHERE deleted IS NULL ORDER BY updated DESC, id DESC"
+            )
             return [Conversation(*row) for row in rows]
         except sqlite3.Error as exc:
             self._failed(exc, "read the conversations")
@@ -216,12 +230,17 @@ class Store:
 
     def _messages(self, conversation_id: int) -> list[StoredMessage]:
         rows = self.db.execute(
-            "SELECT id, role, content, tokens, stats, stopped, interrupted FROM messages "
-            "WHERE conversation_id = ? ORDER BY id",
+            "SELECT id, role, content, tokens, stats, stopped, interrupted, coalesce(reply_of, id) FROM messages "
+            "WHERE conversation_id = ? AND hidden = 0 ORDER BY id",
             (conversation_id,),
         ).fetchall()
+        groups: dict[int, list[int]] = {}  # every alternative, shown or not, by group
+        for mid, group in self.db.execute(
+            "SELECT id, coalesce(reply_of, id) FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+        ):
+            groups.setdefault(group, []).append(mid)
         out = []
-        for mid, role, content, tokens, stats, stopped, interrupted in rows:
+        for mid, role, content, tokens, stats, stopped, interrupted, group in rows:
             if interrupted:
                 chunks = self.db.execute("SELECT tokens FROM reply_chunks WHERE message_id = ? ORDER BY rowid", (mid,))
                 tokens = "\n".join(chunk for (chunk,) in chunks)
@@ -240,6 +259,9 @@ class Store:
                     stopped=bool(stopped),
                     id=mid,
                     interrupted=bool(interrupted),
+                    group=group,
+                    alternative=groups[group].index(mid) + 1,
+                    alternatives=len(groups[group]),
                 )
             )
         return out
@@ -266,6 +288,11 @@ class Store:
                     lines.append(json.dumps(m.stats.to_json(), ensure_ascii=False))
         return lines
 
+    def purge_deleted(self) -> None:
+        """Forget the conversations deleted this session: their undo ends here."""
+        self._write("delete the conversations", "DELETE FROM conversations WHERE deleted IS NOT NULL")
+
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
+            self.purge_deleted()
             self.db.close()

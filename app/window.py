@@ -10,9 +10,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter
 
 from app import exports, settings
+from app.actions import MessageActions, alternative_note
 from app.charts import ChartModel, ChartsPanel
+from app.conversations import ConversationActions
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
 from app.firstrun import is_missing_model
+from app.messagetags import tag_last_message
 from app.pairing import PairingPanel
 from app.remote import EngineMenu, ThermalSource, place_text, uncoloured_note
 from app.replies import ReplyWriter
@@ -139,6 +142,8 @@ class MainWindow(ToolWindows, QMainWindow):
         self.status = StatusLine(self.statusBar())
 
         self._build_menus()
+        self.message_tools, self.conversation_tools = MessageActions(self), ConversationActions(self)
+        self.message_actions, self.conversation_actions = self.message_tools.actions, self.conversation_tools.actions
         self.engine_menu = EngineMenu(self, self.use_this_machine, self.attach)
 
         self.conversations.new_requested.connect(self.new_conversation)
@@ -188,7 +193,8 @@ class MainWindow(ToolWindows, QMainWindow):
         self.open_conversation(wanted if wanted in ids else ids[0])
 
     def _fill_conversation_list(self, conversations=None) -> None:
-        self.conversations.fill(conversations or self.store.conversations(), self.conversation_id)
+        shown = self.conversation_tools.visible(conversations or self.store.conversations())
+        self.conversations.fill(shown, self.conversation_id)
 
     def _conversation_chosen(self, conversation_id: int) -> None:
         if self.streaming:
@@ -205,9 +211,11 @@ class MainWindow(ToolWindows, QMainWindow):
                 self.transcript.add_user(m.content)
             elif m.role == "assistant":
                 note = CUT_SHORT if m.interrupted else uncoloured_note(m.tokens, None)
-                self.transcript.show_reply(m.tokens, m.stats, m.stopped, note)
+                self.transcript.show_reply(m.tokens, m.stats, m.stopped, alternative_note(m, note))
             elif m.role == "error":
                 self.transcript.add_error(m.content)
+            tag_last_message(self.transcript, m.id)
+        self.message_tools.refresh()
         self._fill_conversation_list()
 
     def new_conversation(self) -> None:
@@ -235,12 +243,14 @@ class MainWindow(ToolWindows, QMainWindow):
         if not text or not self._can_reply():
             return
         self.input.clear()
+        self.message_tools.resend_edited()  # an edited message: the conversation is cut where it was
         if not self.store.in_memory:
             self.store_notice = ""  # a database moved aside was said once; memory-only stays said
         if not self.store.messages(self.conversation_id):
             self.store.rename(self.conversation_id, text.splitlines()[0][:48])
-        self.store.add_message(self.conversation_id, StoredMessage("user", text))
+        message_id = self.store.add_message(self.conversation_id, StoredMessage("user", text))
         self.transcript.add_user(text)
+        tag_last_message(self.transcript, message_id)
         self._fill_conversation_list()
         self._request_reply(self.engine_messages())
 
@@ -272,6 +282,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.chart_model.begin_message()
         self.chart_model.plain_pass_s = self.plain_pass_s()  # prices the p_min what-if
         self.transcript.begin_reply()
+        tag_last_message(self.transcript, self.reply.message_id)
         self.streaming = True
         self._update_buttons()
         self.request_reply.emit(request)
