@@ -25,6 +25,7 @@ from app.transcript import TranscriptView
 from app.widgets import ChatPane, ConversationList
 from app.worker import AttachRequest, AutoStatus, LoadRequest, PairInfo, ReplyRequest
 from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, TokenEvent
+from engine.runtime.formats import runtime_name
 
 DEFAULT_SIZE = (1400, 860)
 
@@ -352,11 +353,13 @@ class MainWindow(ToolWindows, QMainWindow):
             self.side.show_loaded(info.target, info.drafter)
         self.side.show_remote(info.remote is not None)
         self.thermal.use(info.remote_thermal)  # the chart follows the box that does the work
-        self.status.show_place(place_text(info.remote))
+        self.status.show_place(place_text(info.remote, info.runtime))
         self.side.show_verdict(info.verdict, info.compatible)
         modes = {"exact": "exact (batch-invariant)", "remote": place_text(info.remote)}
-        mode = modes.get(info.mode, "fast (may change greedy text)")
-        self.setWindowTitle(f"Draftlight — {info.target_name} + {info.drafter_name} — {mode}")
+        mode = modes.get(info.mode, "fast (may change greedy text)") if info.mode != "mlx" else ""
+        on = f"on {runtime_name(info.runtime)}" if info.runtime else ""
+        title = " — ".join(x for x in ("Draftlight", f"{info.target_name} + {info.drafter_name}", mode, on) if x)
+        self.setWindowTitle(title)
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
         self._say(info.notice)
         self.speculate_button.setVisible(info.plain)
