@@ -58,6 +58,7 @@ class LoadRequest:
     auto: bool = False
     runtime: str = AUTO_RUNTIME  # "llama", "mlx", or "auto": the target's format decides
 
+
 @dataclass(frozen=True)
 class PairInfo:
     """What is loaded now, in words for the side panel."""
