@@ -264,6 +264,7 @@ def cmd_pair(args: argparse.Namespace) -> int:
         args.max_tokens,
         args.max_prompts,
         say,
+        runtime=args.runtime,
     )
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))

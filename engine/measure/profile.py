@@ -301,6 +301,16 @@ NEUTRAL_PRIOR = 0.5
 
 def profile_for_target_only(target: Model, options: RuntimeOptions, progress=None) -> BoxProfile:
     """Row costs for drafters with no model: a saved profile's rows if one exists, else measured (and saved)."""
+    found = saved_rows(target.path, options)
+    if found is not None:
+        return found
+    if progress is None:
+        raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
+    return _measure_rows(target, options, progress)
+
+
+def saved_rows(target: Path, options: RuntimeOptions) -> BoxProfile | None:
+    """A saved profile with rows of the target at `target` on this box and runtime, whatever its drafter."""
     profiles = sorted((cache_dir() / "profiles").glob("*.json")) if (cache_dir() / "profiles").is_dir() else []
     for path in profiles:
         try:
@@ -308,7 +318,7 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
         except (OSError, ValueError):
             continue
         if (
-            data.get("target") == target.path.name
+            data.get("target") == Path(target).name
             and data.get("machine") == machine_id()
             and data.get("mode") == options.mode
             and data.get("runtime") == options.runtime_version()
@@ -318,8 +328,10 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
                 return BoxProfile(**data)
             except TypeError:
                 continue  # written by another release: measure again
-    if progress is None:
-        raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
+    return None
+
+
+def _measure_rows(target: Model, options: RuntimeOptions, progress) -> BoxProfile:
     rows_s, rollback_s = time_rows(target, options, _calibration_prompt(target), MAX_DEPTH, 7, progress)
     profile = BoxProfile(
         key=profile_key(target.path, target.path, options),
