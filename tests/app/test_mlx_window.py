@@ -41,8 +41,8 @@ def plain_ids(folders) -> list[int]:
         engine.close()
 
 
-@pytest.mark.slow
-def test_an_mlx_folder_loads_on_mlx_and_streams_plain_decodings_ids(qtbot, tmp_path, folders, plain_ids, send):
+def mlx_window(qtbot, tmp_path, folders) -> MainWindow:
+    """The real window on the MLX pair, loaded."""
     prefs = settings.Preferences(
         target=str(folders["target"]), drafter=str(folders["drafter"]), max_tokens=TOKENS, depth=2
     )
@@ -50,6 +50,12 @@ def test_an_mlx_folder_loads_on_mlx_and_streams_plain_decodings_ids(qtbot, tmp_p
     qtbot.addWidget(window)
     window.show()
     qtbot.waitUntil(lambda: window.pair is not None and not window.busy, timeout=LOAD_TIMEOUT_MS)
+    return window
+
+
+@pytest.mark.slow
+def test_an_mlx_folder_loads_on_mlx_and_streams_plain_decodings_ids(qtbot, tmp_path, folders, plain_ids, send):
+    window = mlx_window(qtbot, tmp_path, folders)
     engine = window.worker.engine
     assert engine.runtime == "mlx" and engine.drafter.model.options.runtime == "mlx"  # the drafter too
     assert window.pair.runtime == "mlx" and window.pair.compatible
@@ -62,4 +68,44 @@ def test_an_mlx_folder_loads_on_mlx_and_streams_plain_decodings_ids(qtbot, tmp_p
     kinds = {t.kind for t in window.reply_tokens}  # the drafter drafted, and was corrected where it missed
     assert stats.drafted > 0 and TokenKind.REPLACED in kinds
     assert kinds <= {TokenKind.PLAIN, TokenKind.ACCEPTED, TokenKind.REPLACED, TokenKind.BONUS}
+    window.close()
+
+
+@pytest.mark.slow
+def test_teaching_steps_through_an_mlx_round(qtbot, tmp_path, folders, plain_ids):
+    window = mlx_window(qtbot, tmp_path, folders)
+    teach = window.open_teaching()
+    qtbot.addWidget(teach)
+    teach.prompt.setText(PROMPT)
+    teach.depth.setValue(2)
+    teach.start()
+    qtbot.waitUntil(lambda: not teach.waiting, timeout=LOAD_TIMEOUT_MS)
+    for _ in range(3):  # the prompt's pass and its verdict, then round 1's drafts, pending
+        teach.step()
+        qtbot.waitUntil(lambda: not teach.waiting, timeout=LOAD_TIMEOUT_MS)
+    step = teach.verdict_due
+    assert step is not None and step.round.drafted == 2
+    engine = window.worker.engine
+    assert teach.view.pending_text() == "".join(engine.target.display(t) for t in step.drafts)
+    teach.step()  # the verdict: the target's tokens are plain decoding's
+    assert [t.token_id for t in step.tokens] == plain_ids[1 : 1 + len(step.tokens)]
+    teach.close()
+    window.close()
+
+
+@pytest.mark.slow
+def test_the_lab_runs_an_mlx_pair_at_each_depth(qtbot, tmp_path, folders, plain_ids, monkeypatch):
+    from tests.app.test_lab import RUN_TIMEOUT_MS, start_lab
+
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "cache"))
+    window = mlx_window(qtbot, tmp_path, folders)
+    lab = start_lab(qtbot, window, PROMPT, (0, 2), 8)
+    assert lab.start()
+    qtbot.waitUntil(lambda: not lab.running, timeout=RUN_TIMEOUT_MS)
+    assert lab.status.text() == "Done: 2 runs."
+    runs = lab.model.results.runs
+    assert [r.depth for r in runs] == [0, 2] and runs[1].stats.drafted > 0
+    assert [r.stats.generated_tokens for r in runs] == [8, 8]
+    assert [list(r.stats.token_ids) for r in runs] == [plain_ids[:8]] * 2  # speculation left the text alone
+    lab.close()
     window.close()
