@@ -43,8 +43,11 @@ class MainWindow(ToolWindows, QMainWindow):
     reply_finished = Signal(object)  # RunStats or None: for tests and the self-test
     thermal_reading = Signal(object)  # from the sampler's thread to the GUI thread
 
-    def __init__(self, store_path: Path | None = None, prefs: settings.Preferences | None = None) -> None:
+    def __init__(
+        self, store_path: Path | None = None, prefs: settings.Preferences | None = None, runtime: str = "auto"
+    ) -> None:
         super().__init__()
+        self.runtime = runtime  # `draftlight --runtime`: llama, mlx, or auto (each model's format decides)
         self.setWindowTitle("Draftlight")
         self.prefs = prefs or settings.load()
         # Never fails: a damaged file is moved aside, an unwritable place falls back to memory.
@@ -85,7 +88,7 @@ class MainWindow(ToolWindows, QMainWindow):
     def load(self, request: LoadRequest) -> None:
         """Load a pair; at Auto depth, plain on the fastest settings where drafts cannot pay here."""
         auto = self.side.chosen_depth() == AUTO
-        self.request_load.emit(replace(request, go_plain=not self.watch_speculation, auto=auto))
+        self.request_load.emit(replace(request, go_plain=not self.watch_speculation, auto=auto, runtime=self.runtime))
 
     def attach(self, url: str, token: str = "") -> None:
         """Replies from the engine at `url` (`draftlight serve`, llama-server, vLLM) from now on."""

@@ -4,6 +4,7 @@ written here (tests/engine/runtime/mlx_folders.py): a second to load, even on ML
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ pytest.importorskip("mlx_lm")
 
 from app import settings
 from app.window import MainWindow
-from engine import Engine, GenerationConfig, Message, RunStats, TokenEvent, TokenKind
+from engine import AUTO, Engine, GenerationConfig, Message, RunStats, TokenEvent, TokenKind
 from tests.app.conftest import LOAD_TIMEOUT_MS
 from tests.engine.runtime.mlx_folders import write_qwen2_folder
 
@@ -41,12 +42,12 @@ def plain_ids(folders) -> list[int]:
         engine.close()
 
 
-def mlx_window(qtbot, tmp_path, folders) -> MainWindow:
-    """The real window on the MLX pair, loaded."""
-    prefs = settings.Preferences(
-        target=str(folders["target"]), drafter=str(folders["drafter"]), max_tokens=TOKENS, depth=2
-    )
-    window = MainWindow(store_path=tmp_path / "conversations.sqlite3", prefs=prefs)
+def mlx_window(qtbot, tmp_path, folders, runtime: str = "auto", **prefs) -> MainWindow:
+    """The real window on the MLX pair (or the models in `prefs`), loaded."""
+    prefs = {"target": str(folders["target"]), "drafter": str(folders["drafter"]), "max_tokens": TOKENS, "depth": 2,
+             **prefs}  # fmt: skip
+    window = MainWindow(store_path=tmp_path / "conversations.sqlite3", prefs=settings.Preferences(**prefs),
+                        runtime=runtime)  # fmt: skip
     qtbot.addWidget(window)
     window.show()
     qtbot.waitUntil(lambda: window.pair is not None and not window.busy, timeout=LOAD_TIMEOUT_MS)
@@ -108,4 +109,33 @@ def test_the_lab_runs_an_mlx_pair_at_each_depth(qtbot, tmp_path, folders, plain_
     assert [r.stats.generated_tokens for r in runs] == [8, 8]
     assert [list(r.stats.token_ids) for r in runs] == [plain_ids[:8]] * 2  # speculation left the text alone
     lab.close()
+    window.close()
+
+
+@pytest.mark.slow
+def test_auto_on_mlx_measures_and_keeps_an_mlx_profile(qtbot, tmp_path, folders, plain_ids, monkeypatch, send):
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "cache"))
+    window = mlx_window(qtbot, tmp_path, folders, depth=AUTO)
+    stats = send(window, PROMPT)  # Auto's first reply measures this box on MLX
+    assert isinstance(stats, RunStats) and list(stats.token_ids) == plain_ids
+    engine = window.worker.engine
+    (saved,) = (tmp_path / "cache" / "profiles").glob("*.json")
+    data = json.loads(saved.read_text())
+    assert data["runtime"] == engine.target.options.runtime_version() and data["mode"] == "mlx cpu"
+    assert (data["target"], data["drafter"]) == ("target", "drafter")
+    window.close()
+
+
+@pytest.mark.slow
+def test_runtime_mlx_runs_a_gguf_file_converted(qtbot, tmp_path, folders, smollm_path, send):
+    from engine.models.mlx_conversions import mlx_folder_for
+
+    converted = mlx_folder_for(smollm_path)  # once into the user cache, as the window would
+    window = mlx_window(qtbot, tmp_path, folders, runtime="mlx", target=str(smollm_path), drafter="ngram",
+                        max_tokens=6)  # fmt: skip
+    engine = window.worker.engine
+    assert engine.runtime == "mlx" and engine.target.path == converted and engine.drafter.kind == "ngram"
+    assert window.windowTitle().endswith(" — on MLX")
+    stats = send(window, "Say hello.")
+    assert isinstance(stats, RunStats) and stats.generated_tokens > 0
     window.close()
