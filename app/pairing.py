@@ -30,8 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs import Job, ProgressReport, end_thread, own_thread
-from engine import PairReport, pair_report, probe_pair
-from engine.runtime.formats import runtime_name
+from engine import PairReport, pair_report, probe_pair, runtime_name
 
 OK, NOT_OK = "#2a7a2a", "#b22222"
 PROBE_SECONDS = 20.0

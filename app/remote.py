@@ -13,8 +13,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit
 
-from engine import RemoteInfo, ThermalReading, ThermalSampler, TokenEvent, TokenKind
-from engine.runtime.formats import runtime_name
+from engine import RemoteInfo, ThermalReading, ThermalSampler, TokenEvent, TokenKind, runtime_name
 
 REMOTE = "remote"
 TUNNEL_HINT = (

@@ -24,8 +24,7 @@ from app.toolwindows import ToolWindows
 from app.transcript import TranscriptView
 from app.widgets import ChatPane, ConversationList
 from app.worker import AttachRequest, AutoStatus, LoadRequest, PairInfo, ReplyRequest
-from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, TokenEvent
-from engine.runtime.formats import runtime_name
+from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, TokenEvent, runtime_name
 
 DEFAULT_SIZE = (1400, 860)
 

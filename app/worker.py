@@ -15,7 +15,9 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.jobs import Job, ProgressReport
 from engine import (
+    AUTO_RUNTIME,
     DRAFTER_KINDS,
+    LLAMA,
     NO_DRAFTER,
     AutoDepth,
     ConnectionLost,
@@ -35,13 +37,12 @@ from engine import (
     Unreachable,
     attach_remote,
     catalog,
+    chosen_runtime,
     load_drafter,
     load_target,
     plain_reason_for,
+    runtime_name,
 )
-from engine.runtime.formats import LLAMA, runtime_name
-from engine.runtime.loading import AUTO as AUTO_RUNTIME
-from engine.runtime.loading import chosen_runtime
 
 BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit costs the engine CPU time
 

@@ -70,6 +70,9 @@ from engine.ruler.prompts import BenchPrompt
 from engine.ruler.prompts import load_file as load_prompts_file
 from engine.rounds import GenerationConfig
 from engine.runtime import Model, RuntimeOptions, runtime_version, set_verbose
+from engine.runtime.formats import LLAMA, MLX, runtime_name
+from engine.runtime.loading import AUTO as AUTO_RUNTIME
+from engine.runtime.loading import chosen_runtime
 from engine.sampling import SamplingConfig
 from engine.measure.anatomy import RANK_BUCKETS, RejectionAnatomy, ordinal, rank_bucket, rejection_anatomy
 from engine.measure.gauge import gauge
@@ -82,9 +85,12 @@ from engine.remote import attach as attach_remote
 
 __all__ = [
     "AUTO",
+    "AUTO_RUNTIME",
     "AUTO_SPEC",
     "DRAFTER_KINDS",
+    "LLAMA",
     "MAX_DEPTH",
+    "MLX",
     "NO_DRAFTER",
     "PRESET_COSTS",
     "RANK_BUCKETS",
@@ -138,6 +144,7 @@ __all__ = [
     "attach_remote",
     "best_depth",
     "catalog",
+    "chosen_runtime",
     "command_line",
     "conditional_acceptance",
     "gauge",
@@ -160,6 +167,7 @@ __all__ = [
     "record_replay",
     "rejection_anatomy",
     "run_command",
+    "runtime_name",
     "runtime_version",
     "set_verbose",
 ]
