@@ -15,6 +15,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = command_line()
     parser.add_argument("--self-test", action="store_true", help="open the app, run a fixed prompt, check the colours")
     parser.add_argument("--screenshot", help="with --self-test: save a screenshot here")
+    parser.add_argument(
+        "--runtime",
+        dest="app_runtime",
+        choices=("auto", "llama", "mlx"),
+        default="auto",
+        help="the window's runtime: llama (GGUF files), mlx (MLX folders; a GGUF file is converted once), "
+        "or auto (default): each model's format decides",
+    )
     args = parser.parse_args(argv)
     if args.command is not None and not args.self_test:
         return run_command(args)
@@ -26,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    return app_main(self_test=args.self_test, screenshot=args.screenshot)
+    return app_main(self_test=args.self_test, screenshot=args.screenshot, runtime=args.app_runtime)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def make_app():
     return app
 
 
-def main(self_test: bool = False, screenshot: str | None = None) -> int:
+def main(self_test: bool = False, screenshot: str | None = None, runtime: str = "auto") -> int:
     if self_test:
         _ensure_display()
     from app.display import display_problem
@@ -39,7 +39,7 @@ def main(self_test: bool = False, screenshot: str | None = None) -> int:
     from app.window import MainWindow
 
     if not self_test:
-        window = MainWindow()
+        window = MainWindow(runtime=runtime)
         window.show()
         return app.exec()
 
@@ -48,7 +48,7 @@ def main(self_test: bool = False, screenshot: str | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="draftlight-selftest-") as tmp:
         prefs = settings.Preferences(depth=SELF_TEST_DEPTH, max_tokens=64)
-        window = MainWindow(store_path=Path(tmp) / "selftest.sqlite3", prefs=prefs)
+        window = MainWindow(store_path=Path(tmp) / "selftest.sqlite3", prefs=prefs, runtime=runtime)
         window.show()
         return run_self_test(app, window, SELF_TEST_PROMPT, screenshot)
 

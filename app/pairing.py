@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs import Job, ProgressReport, end_thread, own_thread
-from engine import PairReport, pair_report, probe_pair
+from engine import PairReport, pair_report, probe_pair, runtime_name
 
 OK, NOT_OK = "#2a7a2a", "#b22222"
 PROBE_SECONDS = 20.0
@@ -250,7 +250,7 @@ class PairingPanel(QWidget):
     def show_report(self, report: PairReport) -> None:
         self.report = report
         drafter = report.drafter.name if report.drafter else report.drafter_kind
-        self.heading.setText(f"{report.target.name} + {drafter}")
+        self.heading.setText(f"{report.target.name} + {drafter} on {runtime_name(report.runtime)}")
         color = OK if report.compatible else NOT_OK
         found = f"{html.escape(report.found)}<br>" if report.found else ""
         self.verdict.setText(f"{found}<span style='color:{color}'><b>{html.escape(report.verdict)}</b></span>")
@@ -264,7 +264,7 @@ class PairingPanel(QWidget):
         )
         self.architecture.setText("<br>".join(html.escape(line) for line in report.architecture))
         self.memory.setText(html.escape(report.memory.sentence()))
-        self.prediction.setText(html.escape(report.prediction.sentence))
+        self.prediction.setText(html.escape(" ".join(x for x in (report.prediction.sentence, report.runtimes) if x)))
         self.suggestion.setText(html.escape(report.suggestion or "None: no catalog pair is better for this target."))
         probe = report.probe
         if probe is not None:

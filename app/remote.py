@@ -13,7 +13,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit
 
-from engine import RemoteInfo, ThermalReading, ThermalSampler, TokenEvent, TokenKind
+from engine import RemoteInfo, ThermalReading, ThermalSampler, TokenEvent, TokenKind, runtime_name
 
 REMOTE = "remote"
 TUNNEL_HINT = (
@@ -133,6 +133,8 @@ def uncoloured_note(tokens: list[TokenEvent], info: RemoteInfo | None) -> str:
     return info.why_uncoloured if info is not None and info.why_uncoloured else UNCOLOURED
 
 
-def place_text(info: RemoteInfo | None) -> str:
-    """The status bar's words for where replies come from."""
-    return f"remote: {info.describe()}" if info is not None else "this machine"
+def place_text(info: RemoteInfo | None, runtime: str = "") -> str:
+    """The status bar's words for where replies come from, and on which runtime here ("llama", "mlx")."""
+    if info is not None:
+        return f"remote: {info.describe()}"
+    return f"this machine on {runtime_name(runtime)}" if runtime else "this machine"

@@ -27,7 +27,7 @@ from app.toolwindows import ToolWindows
 from app.transcript import TranscriptView
 from app.widgets import ChatPane, ConversationList
 from app.worker import AttachRequest, AutoStatus, LoadRequest, PairInfo, ReplyRequest
-from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, TokenEvent
+from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, TokenEvent, runtime_name
 
 DEFAULT_SIZE = (1400, 860)
 
@@ -45,8 +45,11 @@ class MainWindow(ToolWindows, QMainWindow):
     reply_finished = Signal(object)  # RunStats or None: for tests and the self-test
     thermal_reading = Signal(object)  # from the sampler's thread to the GUI thread
 
-    def __init__(self, store_path: Path | None = None, prefs: settings.Preferences | None = None) -> None:
+    def __init__(
+        self, store_path: Path | None = None, prefs: settings.Preferences | None = None, runtime: str = "auto"
+    ) -> None:
         super().__init__()
+        self.runtime = runtime  # `draftlight --runtime`: llama, mlx, or auto (each model's format decides)
         self.setWindowTitle("Draftlight")
         self.prefs = prefs or settings.load()
         # Never fails: a damaged file is moved aside, an unwritable place falls back to memory.
@@ -87,7 +90,7 @@ class MainWindow(ToolWindows, QMainWindow):
     def load(self, request: LoadRequest) -> None:
         """Load a pair; at Auto depth, plain on the fastest settings where drafts cannot pay here."""
         auto = self.side.chosen_depth() == AUTO
-        self.request_load.emit(replace(request, go_plain=not self.watch_speculation, auto=auto))
+        self.request_load.emit(replace(request, go_plain=not self.watch_speculation, auto=auto, runtime=self.runtime))
 
     def attach(self, url: str, token: str = "") -> None:
         """Replies from the engine at `url` (`draftlight serve`, llama-server, vLLM) from now on."""
@@ -364,11 +367,13 @@ class MainWindow(ToolWindows, QMainWindow):
             self.side.show_loaded(info.target, info.drafter)
         self.side.show_remote(info.remote is not None)
         self.thermal.use(info.remote_thermal)  # the chart follows the box that does the work
-        self.status.show_place(place_text(info.remote))
+        self.status.show_place(place_text(info.remote, info.runtime))
         self.side.show_verdict(info.verdict, info.compatible)
         modes = {"exact": "exact (batch-invariant)", "remote": place_text(info.remote)}
-        mode = modes.get(info.mode, "fast (may change greedy text)")
-        self.setWindowTitle(f"Draftlight — {info.target_name} + {info.drafter_name} — {mode}")
+        mode = modes.get(info.mode, "fast (may change greedy text)") if info.mode != "mlx" else ""
+        on = f"on {runtime_name(info.runtime)}" if info.runtime else ""
+        title = " — ".join(x for x in ("Draftlight", f"{info.target_name} + {info.drafter_name}", mode, on) if x)
+        self.setWindowTitle(title)
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
         self._say(info.notice)
         self.speculate_button.setVisible(info.plain)

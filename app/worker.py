@@ -15,7 +15,9 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.jobs import Job, ProgressReport
 from engine import (
+    AUTO_RUNTIME,
     DRAFTER_KINDS,
+    LLAMA,
     NO_DRAFTER,
     AutoDepth,
     ConnectionLost,
@@ -24,7 +26,6 @@ from engine import (
     Engine,
     GenerationConfig,
     Message,
-    Model,
     Remote,
     RemoteInfo,
     RoundEvent,
@@ -36,8 +37,11 @@ from engine import (
     Unreachable,
     attach_remote,
     catalog,
+    chosen_runtime,
     load_drafter,
+    load_target,
     plain_reason_for,
+    runtime_name,
 )
 
 BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit costs the engine CPU time
@@ -53,6 +57,7 @@ class LoadRequest:
     # a pair whose saved profile already says so loads that way, its drafter never loaded.
     go_plain: bool = True
     auto: bool = False
+    runtime: str = AUTO_RUNTIME  # "llama", "mlx", or "auto": the target's format decides
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class PairInfo:
     plain: bool = False  # speculation cannot pay here: no drafter, the fastest plain settings
     remote: RemoteInfo | None = None  # the engine runs on another machine: what answers there
     remote_thermal: Callable[[], ThermalReading] | None = None  # reads the remote box's thermal state
+    runtime: str = ""  # "llama" or "mlx" on this machine; "" for a remote engine
 
 
 def remote_verdict(info: RemoteInfo) -> str:
@@ -204,16 +210,23 @@ class EngineWorker(QObject):
             self.remote = None
             self.target_spec = ""
         same_target = (
-            self.engine is not None and request.target == self.target_spec and request.options == self.engine.options
+            self.engine is not None
+            and request.target == self.target_spec
+            and request.options == self.engine.options
+            and request.runtime in (AUTO_RUNTIME, self.engine.runtime)
         )
         if not same_target:
             # No download here: fetching a missing default model is the first-run dialog's offer.
             target_spec = catalog.DEFAULT_TARGET if request.target == "default" else request.target
             path = catalog.resolve(target_spec, self.loading.progress, download=False)
-            reason = plain_reason_for(path, request.drafter, request.options) if request.auto else ""
+            runtime = chosen_runtime(path, request.runtime)
+            # Running plain on the fastest settings is llama.cpp's choice: MLX has one way to run.
+            on_llama = runtime == LLAMA
+            reason = plain_reason_for(path, request.drafter, request.options) if request.auto and on_llama else ""
             if request.go_plain and reason:
                 return self._load_plain(request, path, reason)
-            target = Model(path, request.options)  # raises before the old engine is touched
+            # The drafter follows the target's runtime (engine.load_drafter). Raises before the old engine is touched.
+            target = load_target(path, runtime, request.options, self.loading.progress)
             old = self.engine
             engine = Engine(target, None, request.options)
             try:
@@ -270,6 +283,8 @@ class EngineWorker(QObject):
         if engine.ctx.has_state and engine.can_speculate:  # a hybrid target: say how drafts are undone
             verdict = f"{verdict} {engine.describe_rollback()}".strip()
         drafter_name = engine.drafter.name if engine.drafter else NO_DRAFTER.name
+        runs = "The pair runs" if engine.drafter is not None else "The target runs"
+        verdict = f"{verdict} {runs} on {runtime_name(engine.runtime)}.".strip()
         return PairInfo(
             target=self.target_spec,
             target_name=engine.target.name,
@@ -278,10 +293,11 @@ class EngineWorker(QObject):
             drafter_kind=engine.drafter.kind if engine.drafter else NO_DRAFTER.name,
             verdict=verdict,
             compatible=ok,
-            mode=engine.options.mode,
+            mode=engine.options.mode if engine.runtime == LLAMA else engine.runtime,
             notice=" ".join(part for part in (notice, engine.notice) if part),
             plain_pass_s=engine.plain_pass_s(),
             plain=bool(engine.plain_reason),
+            runtime=engine.runtime,
         )
 
     def _reply(self, request: ReplyRequest) -> Iterator[list | AutoStatus]:

@@ -70,21 +70,27 @@ from engine.ruler.prompts import BenchPrompt
 from engine.ruler.prompts import load_file as load_prompts_file
 from engine.rounds import GenerationConfig
 from engine.runtime import Model, RuntimeOptions, runtime_version, set_verbose
+from engine.runtime.formats import LLAMA, MLX, runtime_name
+from engine.runtime.loading import AUTO as AUTO_RUNTIME
+from engine.runtime.loading import chosen_runtime
 from engine.sampling import SamplingConfig
 from engine.measure.anatomy import RANK_BUCKETS, RejectionAnatomy, ordinal, rank_bucket, rejection_anatomy
 from engine.measure.gauge import gauge
 from engine.models.local import local_models
 from engine.pairdoctor import PairReport, pair_report, probe_pair
-from engine.session import ChatSession, Engine, load_drafter, plain_reason_for
+from engine.session import ChatSession, Engine, load_drafter, load_target, plain_reason_for
 from engine.stepping import RoundStep, Stepper
 from engine.remote import ConnectionLost, Endpoint, Remote, RemoteError, RemoteInfo, Unreachable
 from engine.remote import attach as attach_remote
 
 __all__ = [
     "AUTO",
+    "AUTO_RUNTIME",
     "AUTO_SPEC",
     "DRAFTER_KINDS",
+    "LLAMA",
     "MAX_DEPTH",
+    "MLX",
     "NO_DRAFTER",
     "PRESET_COSTS",
     "RANK_BUCKETS",
@@ -138,12 +144,14 @@ __all__ = [
     "attach_remote",
     "best_depth",
     "catalog",
+    "chosen_runtime",
     "command_line",
     "conditional_acceptance",
     "gauge",
     "load_drafter",
     "load_prompts_file",
     "load_replay",
+    "load_target",
     "local_models",
     "measured_acceptance",
     "measured_plain_pass_s",
@@ -159,6 +167,7 @@ __all__ = [
     "record_replay",
     "rejection_anatomy",
     "run_command",
+    "runtime_name",
     "runtime_version",
     "set_verbose",
 ]

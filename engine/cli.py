@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 from engine.arguments import MAX_CTX, Parser, ctx_arg, float_in, int_in, terminal_safe, threads_arg, utf8_or_refuse
 from engine.depth import AUTO, MAX_DEPTH, describe_depth, parse_depth
@@ -18,7 +17,6 @@ from engine.drafting import kinds
 from engine.errors import DraftlightError
 from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.models import catalog
-from engine.models.discover import drafter_kind
 from engine.progress import say_on_stderr, terminal_progress
 
 ANSI = {
@@ -242,64 +240,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_tune(args) -> int:
-    from engine.measure.costmodel import best_depth, explain
-    from engine.measure.profile import load_profile, measure, save_profile
-    from engine.runtime import Model, RuntimeOptions
+def cmd_tune(args: argparse.Namespace) -> int:
+    from engine.tuning import cmd_tune as tune
 
-    options = RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=not args.fast)
-    progress = terminal_progress()
-    target_path = catalog.resolve(catalog.DEFAULT_TARGET if args.target == "default" else args.target, progress)
-    if args.drafter in (kinds.MTP.name, kinds.NGRAM.name) or (
-        args.drafter != "default"
-        and drafter_kind(target_path, catalog.resolve(args.drafter, progress)) != kinds.MODEL.name
-    ):
-        return _tune_target_only(target_path, options)
-    drafter_path = catalog.resolve(catalog.DEFAULT_DRAFTER if args.drafter == "default" else args.drafter, progress)
-    existing = None if args.force else load_profile(target_path, drafter_path, options)
-    if existing is not None:
-        profile, note = (
-            existing,
-            f"(saved {time.strftime('%Y-%m-%d %H:%M', time.localtime(existing.measured_at))}; --force measures again)",
-        )
-    else:
-        t0 = time.perf_counter()
-        target, drafter = Model(target_path, options), Model(drafter_path, options)
-        profile = measure(target, drafter, options, progress=say_on_stderr("tune"))
-        save_profile(profile)
-        note = f"(measured in {time.perf_counter() - t0:.1f} s)"
-    print(
-        f"Box profile for {profile.target} + {profile.drafter}, {profile.mode} mode, {profile.threads} threads {note}"
-    )
-    print(f"machine: {profile.machine}")
-    print(profile.table())
-    depth, rates = best_depth(profile, profile.acceptance_prior)
-    print(
-        "predicted tokens/s by depth at the calibration acceptance: "
-        + "  ".join(f"d{k} {r:.1f}" for k, r in enumerate(rates))
-    )
-    print(explain(profile, depth, profile.acceptance_prior))
-    return 0
-
-
-def _tune_target_only(target_path, options) -> int:
-    """A drafter with no model of its own: the target's rows and rollback here; its own cost shows in situ."""
-    from engine.measure.profile import profile_for_target_only
-    from engine.runtime import Model
-
-    target = Model(target_path, options)
-    try:
-        profile = profile_for_target_only(target, options, say_on_stderr("tune"))
-    finally:
-        target.close()
-    print(f"Box profile for {profile.target}, {profile.mode} mode, {profile.threads} threads")
-    print(f"machine: {profile.machine}")
-    print(profile.table())
-    print(
-        "This drafter has no model of its own to time: Auto starts it free and prices its draft steps, "
-        "what feeding it costs inside the verify pass, and the round's rest from the conversation's own rounds."
-    )
-    return 0
+    return tune(args)
 
 
 def cmd_pair(args: argparse.Namespace) -> int:
@@ -320,6 +264,7 @@ def cmd_pair(args: argparse.Namespace) -> int:
         args.max_tokens,
         args.max_prompts,
         say,
+        runtime=args.runtime,
     )
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))
@@ -417,6 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--threads", type=threads_arg, default=0)
     tune.add_argument("--fast", action="store_true", help="profile the fast (weight repacking) mode")
     tune.add_argument("--force", action="store_true", help="measure again even if a profile is saved")
+    tune.add_argument(
+        "--runtime",
+        choices=("auto", "llama", "mlx"),
+        default="auto",
+        help="the runtime to profile the pair on (a profile is kept per runtime); auto: the target's format decides",
+    )
     tune.set_defaults(func=cmd_tune)
 
     pair = sub.add_parser(

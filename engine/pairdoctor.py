@@ -5,6 +5,10 @@ the memory the pair needs, an acceptance probe (greedy replies at depth 3 on the
 recent prompts or the built-in ones, within a time budget), the speed the box profile
 predicts against plain decoding, and a better pair from the catalog where there is one.
 `draftlight pair` prints it; the app's pairing panel shows it.
+
+An MLX pair is read from its folders' headers (engine.pairmlx) and probed on MLX. Where a GGUF
+target has an MLX conversion, the probe also times the pair on both runtimes and says which is
+faster here (engine.runtimecompare).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 
 from engine.drafting import kinds
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, speculation_pays, why_plain
-from engine.measure.profile import drafting_free, load_profile, saved_target_profile
+from engine.measure.profile import drafting_free, load_profile, saved_rows
 from engine.models import catalog
 from engine.models.compat import Rule, rules
 from engine.models.discover import discover, drafter_kind
@@ -30,6 +34,7 @@ from engine.models.pairing import (
     suggest,
     target_architecture,
 )
+from engine.pairmlx import mlx_facts, mlx_rules, read_folder
 from engine.pairprobe import (
     PROBE_DEPTH,
     PROBE_PROMPTS,
@@ -41,6 +46,9 @@ from engine.pairprobe import (
     run_probe,
 )
 from engine.runtime import Model, RuntimeOptions
+from engine.runtime.formats import LLAMA, model_format, runtime_name
+from engine.runtime.loading import AUTO, chosen_runtime, run_options
+from engine.runtimecompare import COMPARE_TOKENS, compare_runtimes
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,8 @@ class PairReport:
     options: RuntimeOptions
     probe: Probe | None = None
     found: str = ""  # with drafter auto: what was found, in a sentence
+    runtime: str = LLAMA  # the runtime the pair runs on: "llama" or "mlx"
+    runtimes: str = ""  # with the probe: which runtime runs the pair faster here, measured, or why not
 
     @property
     def compatible(self) -> bool:
@@ -85,7 +95,8 @@ class PairReport:
     def lines(self, marks: tuple[str, str] = ("✓", "✗")) -> list[str]:
         """The report as a doctor writes it: a line per rule with its mark, then the rest."""
         drafter = self.drafter.name if self.drafter else self.drafter_kind
-        out = [f"Pairing: {self.target.name} + {drafter}", *([self.found] if self.found else []), self.verdict]
+        pairing = f"Pairing: {self.target.name} + {drafter} on {runtime_name(self.runtime)}"
+        out = [pairing, *([self.found] if self.found else []), self.verdict]
         out += [f"  {marks[0] if r.holds else marks[1]} {r.name}: {r.sentence}" for r in self.rules]
         out += ["Architecture:", *(f"  {line}" for line in self.architecture)]
         out += [f"Memory: {self.memory.sentence()}"]
@@ -98,6 +109,7 @@ class PairReport:
                 cut = ", cut short" if p.cut_short else ""
                 out += [f"  {p.name:14} {rate} ({p.accepted} of {p.drafted} drafts, {p.tokens} tokens{cut})"]
         out += [f"Prediction: {self.prediction.sentence}"]
+        out += [f"Runtimes: {self.runtimes}"] if self.runtimes else []
         out += [f"Suggestion: {self.suggestion or 'none: no catalog pair is better for this target.'}"]
         return out
 
@@ -122,11 +134,6 @@ class PairReport:
         return data
 
 
-def _facts(path: Path) -> tuple[Model, ModelFacts]:
-    model = Model(path, vocab_only=True)
-    return model, model_facts(model.info, model.state_kind)
-
-
 def pair_report(
     target: str | Path = "default",
     drafter: str | Path = "default",
@@ -138,6 +145,7 @@ def pair_report(
     progress: ProbeProgress | None = None,
     cancelled: Callable[[], bool] = lambda: False,
     download: bool = True,
+    runtime: str = AUTO,
 ) -> PairReport:
     """The whole report; `probe_seconds` 0 leaves the probe out. `prompts`: (name, text) pairs, the
     user's recent ones; None for the built-in prompts. Bad input raises DraftlightError with a sentence."""
@@ -151,22 +159,11 @@ def pair_report(
     drafter_path = (
         None if keyword else catalog.resolve(catalog.DEFAULT_DRAFTER if spec == "default" else spec, None, download)
     )
-    target_model, target_facts = _facts(target_path)
-    try:
-        kind = drafter_kind(target_path, drafter_path or spec)
-        drafter_facts, checks = None, ()
-        if kind == kinds.MTP.name and drafter_path is None:
-            drafter_facts, checks = None, (mtp_rule(target_facts),)
-        elif drafter_path is not None:
-            drafter_model, drafter_facts = _facts(drafter_path)
-            try:
-                made_for = made_for_rule(target_model.info, drafter_model.info, kind)
-                checks = (*rules(target_model, drafter_model), *((made_for,) if made_for else ()))
-            finally:
-                drafter_model.close()
-        profile = _profile(target_model, drafter_path, kind, options)
-    finally:
-        target_model.close()
+    chosen = chosen_runtime(target_path, runtime)
+    kind = drafter_kind(target_path, drafter_path or spec)
+    read = _mlx_checks if model_format(target_path) == "mlx" else _gguf_checks
+    target_facts, drafter_facts, checks = read(target_path, drafter_path, kind)
+    profile = _profile(target_path, drafter_path, kind, options, chosen)
     architecture = [target_architecture(target_facts), drafter_architecture(drafter_facts, kind)]
     if target_facts.state_kind and profile is not None and profile.rollback_s > 0:
         share = profile.rollback_s / profile.target_rows_s[0]
@@ -182,13 +179,14 @@ def pair_report(
         drafter_kind=kind,
         rules=checks,
         architecture=tuple(architecture),
-        memory=memory_needed(target_facts, drafter_facts, options.n_ctx, options.kv_type),
+        memory=memory_needed(target_facts, drafter_facts, options.n_ctx, options.kv_type if chosen == LLAMA else "f16"),
         prediction=predict_speed(
             profile, None, target_path, drafter_path or spec, kind, all(rule.holds for rule in checks)
         ),
         suggestion="",
         options=options,
         found=found,
+        runtime=chosen,
     )
     report = replace(
         report, suggestion=suggest(target_path, spec, report.drafter and report.drafter.path, report.compatible)
@@ -198,13 +196,59 @@ def pair_report(
     return report
 
 
-def _profile(target: Model, drafter_path: Path | None, kind: str, options: RuntimeOptions) -> BoxProfile | None:
-    """This pair's saved box profile: a draft model's own; the target's rows, drafting free, for the rest."""
+def _facts(path: Path) -> tuple[Model, ModelFacts]:
+    model = Model(path, vocab_only=True)
+    return model, model_facts(model.info, model.state_kind)
+
+
+def _gguf_checks(target_path: Path, drafter_path: Path | None, kind: str):
+    """(target facts, drafter facts, rules) from GGUF headers, through llama.cpp's vocabulary loader."""
+    target_model, target_facts = _facts(target_path)
+    try:
+        if kind == kinds.MTP.name and drafter_path is None:
+            return target_facts, None, (mtp_rule(target_facts),)
+        if drafter_path is None:
+            return target_facts, None, ()
+        drafter_model, drafter_facts = _facts(drafter_path)
+        try:
+            made_for = made_for_rule(target_model.info, drafter_model.info, kind)
+            return (
+                target_facts,
+                drafter_facts,
+                (*rules(target_model, drafter_model), *((made_for,) if made_for else ())),
+            )
+        finally:
+            drafter_model.close()
+    finally:
+        target_model.close()
+
+
+def _mlx_checks(target_path: Path, drafter_path: Path | None, kind: str):
+    """(target facts, drafter facts, rules) from MLX folders' headers (engine.models.mlx_compat)."""
+    target = read_folder(target_path)
+    target_facts = mlx_facts(target)
+    if kind == kinds.MTP.name and drafter_path is None:
+        return target_facts, None, (mtp_rule(target_facts),)
+    if drafter_path is None:
+        return target_facts, None, ()
+    drafter = read_folder(drafter_path)
+    return target_facts, mlx_facts(drafter), mlx_rules(target, drafter)
+
+
+def _profile(
+    target: Path, drafter_path: Path | None, kind: str, options: RuntimeOptions, runtime: str = LLAMA
+) -> BoxProfile | None:
+    """This pair's saved box profile on its runtime: a draft model's own; the target's rows, drafting
+    free, for the rest. A GGUF pair on MLX is profiled under its conversions' names (`draftlight tune`)."""
     if kind == kinds.NONE.name:
         return None
+    try:
+        keyed = run_options(runtime, options)  # MLX's options name its version and device
+    except ImportError:
+        return None  # MLX is not installed here: no profile of it either
     if kind == kinds.MODEL.name and drafter_path is not None:
-        return load_profile(target.path, drafter_path, options)
-    rows = saved_target_profile(target, options)
+        return load_profile(target, drafter_path, keyed)
+    rows = saved_rows(target, keyed)
     return drafting_free(rows, kind) if rows else None
 
 
@@ -290,18 +334,14 @@ def probe_pair(
         max_tokens,
         progress or (lambda *_: None),
         cancelled,
+        report.runtime,
     )
     target_path = Path(report.target.path)
     drafter = Path(report.drafter.path) if report.drafter else report.drafter_kind
     profile = None
     if probe.rounds:
-        model = Model(target_path, vocab_only=True)
-        try:
-            profile = _profile(
-                model, drafter if isinstance(drafter, Path) else None, report.drafter_kind, report.options
-            )
-        finally:
-            model.close()
+        drafter_path = drafter if isinstance(drafter, Path) else None
+        profile = _profile(target_path, drafter_path, report.drafter_kind, report.options, report.runtime)
     prediction = (
         predict_speed(profile, probe, target_path, drafter, report.drafter_kind) if probe.rounds else report.prediction
     )
@@ -310,4 +350,12 @@ def probe_pair(
     architecture = report.architecture
     if probe.rollback:  # what the loaded target said, in place of what its header suggests
         architecture = (*architecture[:2], probe.rollback)
-    return replace(report, probe=probe, prediction=prediction, architecture=architecture)
+    runtimes = ""
+    if probe.speculates and not cancelled():
+        say = progress or (lambda *_: None)
+        comparison = compare_runtimes(
+            target_path, drafter, report.options, chosen[0][1], PROBE_DEPTH, min(max_tokens, COMPARE_TOKENS),
+            lambda what: say(1, 1, what),
+        )  # fmt: skip
+        runtimes = comparison.sentence()
+    return replace(report, probe=probe, prediction=prediction, architecture=architecture, runtimes=runtimes)

@@ -93,6 +93,7 @@ def run_probe(
     max_tokens: int = PROBE_TOKENS,
     say: ProbeProgress = lambda *_: None,
     cancelled: Callable[[], bool] = lambda: False,
+    runtime: str = "auto",
 ) -> Probe:
     """Load the pair and run each of `prompts` ((name, text) pairs) until the time budget runs out;
     a pair that cannot load or cannot speculate gives a Probe whose note says why."""
@@ -100,7 +101,7 @@ def run_probe(
     empty = Probe(source, PROBE_DEPTH, 0.0)
     say(0, len(prompts), "loading the pair")
     try:
-        engine = Engine.load(target, drafter, options)
+        engine = Engine.load(target, drafter, options, runtime=runtime)
     except DraftlightError as exc:
         return replace(empty, note=f"The probe could not load the pair: {exc}")
     deadline = start + seconds

@@ -389,6 +389,14 @@ def load_drafter(
         raise
 
 
+def load_target(
+    path: Path, runtime: str, options: RuntimeOptions, progress: catalog.Progress | None = None
+) -> TextModel:
+    """A target at `path` on `runtime` ("llama", "mlx", "auto": its format decides); on MLX a GGUF
+    file is converted once into the cache, each step said through `progress`."""
+    return load_model(path, chosen_runtime(path, runtime), options, _converter(progress))
+
+
 def _converter(progress: catalog.Progress | None) -> Callable[[Path], Path]:
     """A GGUF file to its MLX folder, converted once into the cache; each step said as the progress's label."""
     from engine.models.mlx_conversions import mlx_folder_for

@@ -1,7 +1,8 @@
 """Box profiles: what a round's parts cost on this machine, measured once and kept.
 
-A profile is keyed by the machine, both model files, the runtime, the mode and the
-threads; `draftlight tune` or the first Auto reply measures one.
+A profile is keyed by the machine, both model files, the runtime (its name and version, from the
+options a model runs on: llama.cpp's or MLX's), the mode and the threads, so a profile measured on
+one runtime never prices another's rounds; `draftlight tune` or the first Auto reply measures one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from engine.errors import DraftlightError
 from engine.events import RoundEvent
 from engine.measure.costmodel import PROFILE_VERSION, BoxProfile, conditional_acceptance
 from engine.models.catalog import cache_dir
-from engine.runtime import Model, RuntimeOptions, runtime_version
+from engine.runtime import Model, RuntimeOptions
 from engine.speculative import GenerationConfig, Prefill, generate
 
 CALIBRATION_PROMPTS = (
@@ -45,6 +46,10 @@ def machine_id() -> str:
 
 
 def _file_id(path: Path) -> str:
+    """A model's name, size and time; an MLX folder's from its weights, which a folder's own stat misses."""
+    if path.is_dir():
+        weights = [p.stat() for p in sorted(path.glob("*.safetensors"))]
+        return f"{path.name}:{sum(w.st_size for w in weights)}:{max((w.st_mtime_ns for w in weights), default=0)}"
     st = path.stat()
     return f"{path.name}:{st.st_size}:{st.st_mtime_ns}"
 
@@ -54,7 +59,7 @@ def profile_key(target: Path, drafter: Path, options: RuntimeOptions) -> str:
         machine_id(),
         _file_id(Path(target)),
         _file_id(Path(drafter)),
-        runtime_version(),
+        options.runtime_version(),
         options.mode,
         str(options.threads),
         str(PROFILE_VERSION),
@@ -234,7 +239,7 @@ def measure(
         machine=machine_id(),
         target=target.path.name,
         drafter=drafter.path.name,
-        runtime=runtime_version(),
+        runtime=options.runtime_version(),
         mode=options.mode,
         threads=options.threads,
         target_rows_s=rows_s,
@@ -296,6 +301,16 @@ NEUTRAL_PRIOR = 0.5
 
 def profile_for_target_only(target: Model, options: RuntimeOptions, progress=None) -> BoxProfile:
     """Row costs for drafters with no model: a saved profile's rows if one exists, else measured (and saved)."""
+    found = saved_rows(target.path, options)
+    if found is not None:
+        return found
+    if progress is None:
+        raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
+    return _measure_rows(target, options, progress)
+
+
+def saved_rows(target: Path, options: RuntimeOptions) -> BoxProfile | None:
+    """A saved profile with rows of the target at `target` on this box and runtime, whatever its drafter."""
     profiles = sorted((cache_dir() / "profiles").glob("*.json")) if (cache_dir() / "profiles").is_dir() else []
     for path in profiles:
         try:
@@ -303,24 +318,27 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
         except (OSError, ValueError):
             continue
         if (
-            data.get("target") == target.path.name
+            data.get("target") == Path(target).name
             and data.get("machine") == machine_id()
             and data.get("mode") == options.mode
+            and data.get("runtime") == options.runtime_version()
             and data.get("version") == PROFILE_VERSION
         ):
             try:
                 return BoxProfile(**data)
             except TypeError:
                 continue  # written by another release: measure again
-    if progress is None:
-        raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
+    return None
+
+
+def _measure_rows(target: Model, options: RuntimeOptions, progress) -> BoxProfile:
     rows_s, rollback_s = time_rows(target, options, _calibration_prompt(target), MAX_DEPTH, 7, progress)
     profile = BoxProfile(
         key=profile_key(target.path, target.path, options),
         machine=machine_id(),
         target=target.path.name,
         drafter="(none)",
-        runtime=runtime_version(),
+        runtime=options.runtime_version(),
         mode=options.mode,
         threads=options.threads,
         target_rows_s=rows_s,

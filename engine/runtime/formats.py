@@ -14,6 +14,12 @@ GGUF_MAGIC = b"GGUF"
 LLAMA, MLX = "llama", "mlx"  # the runtimes, as `--runtime` names them
 RUNTIMES = (LLAMA, MLX)
 RUNTIME_OF: dict[Format, str] = {"gguf": LLAMA, "mlx": MLX}
+RUNTIME_NAMES = {LLAMA: "llama.cpp", MLX: "MLX"}  # as a sentence names them: "on MLX"
+
+
+def runtime_name(runtime: str) -> str:
+    """The runtime as a sentence names it: "llama.cpp", "MLX"."""
+    return RUNTIME_NAMES.get(runtime, runtime)
 
 
 def is_mlx_folder(path: Path) -> bool:

@@ -34,7 +34,6 @@ from engine.events import RoundEvent, RunStats, TokenEvent
 from engine.measure.anatomy import rejection_anatomy
 from engine.measure.gauge import gauge
 from engine.measure.thermal import read_thermal
-from engine.runtime import runtime_version
 from engine.sampling import SamplingConfig
 from engine.serve import protocol
 from engine.serve.guard import Deadlines
@@ -205,7 +204,7 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
         return {
             "machine": platform.node(),
             "platform": f"{platform.system()} {platform.machine()}",
-            "runtime": runtime_version(),
+            "runtime": engine.target.options.runtime_version(),  # llama.cpp's or MLX's, as the pair runs
             "model": model_id,
             "drafter": drafter.name if drafter is not None else None,
             "thermal": {

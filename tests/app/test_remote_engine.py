@@ -86,7 +86,7 @@ def test_the_engine_menu_attaches_remembers_and_comes_back(make_window, server, 
     window.engine_menu.local.trigger()  # Engine → This machine: its own models load
     qtbot.waitUntil(lambda: window.pair.remote is None and not window.busy, timeout=LOAD_TIMEOUT_MS)
     assert window.worker.engine is not None and window.engine_menu.local.isChecked()
-    assert window.prefs.engine_place == "local" and window.status.labels["place"].text() == "this machine"
+    assert window.prefs.engine_place == "local" and window.status.labels["place"].text() == "this machine on llama.cpp"
     assert window.side.target.isVisibleTo(window) and not window.thermal.remote
 
 

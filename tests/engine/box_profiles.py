@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from engine import BoxProfile
 from engine.measure.profile import machine_id, profile_key
-from engine.runtime import runtime_version
 
 PASS_S = 0.060
 
@@ -16,7 +15,7 @@ PASS_S = 0.060
 def profile(target_path, drafter_path, options, rows: list[float], step: float) -> BoxProfile:
     return BoxProfile(
         key=profile_key(target_path, drafter_path, options), machine=machine_id(), target=target_path.name,
-        drafter=drafter_path.name, runtime=runtime_version(), mode=options.mode, threads=options.threads,
+        drafter=drafter_path.name, runtime=options.runtime_version(), mode=options.mode, threads=options.threads,
         target_rows_s=[PASS_S * r for r in rows], drafter_step_s=PASS_S * step, overhead_s=0.0005,
         acceptance_prior=[0.8] * 6,
     )  # fmt: skip

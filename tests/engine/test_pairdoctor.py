@@ -122,7 +122,7 @@ def test_the_command_reads_like_a_doctors_report(target_path, smollm_path, tmp_p
     assert result.stderr.splitlines() == ["draftlight: The drafter cannot draft for this target: 2 rule(s) fail."]
     lines = result.stdout.splitlines()
     assert lines[:6] == [
-        "Pairing: Qwen2.5 Coder 1.5B Instruct GGUF + Smollm2 135M 8k Lc100K Mix1 Ep2",
+        "Pairing: Qwen2.5 Coder 1.5B Instruct GGUF + Smollm2 135M 8k Lc100K Mix1 Ep2 on llama.cpp",
         "The drafter cannot draft for this target: 2 rule(s) fail.",
         "  ✓ vocabulary type: Both vocabularies are byte-level BPE.",
         "  ✓ special tokens: The special tokens agree: neither adds a start-of-text token, "

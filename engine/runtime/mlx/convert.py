@@ -316,6 +316,14 @@ def _is_current(folder: Path, path: Path, mode: str) -> bool:
     return True
 
 
+def converted_folder(path: str | Path, mode: str | None = None, *, cache: Path) -> Path | None:
+    """The folder already converted from the GGUF at `path` in `cache`, current, or None: nothing converted."""
+    mode = mode or default_mode()
+    path = Path(path).expanduser().resolve()
+    folder = Path(cache) / f"{path.stem}-{mode}"
+    return folder if path.is_file() and mode in MODES and _is_current(folder, path, mode) else None
+
+
 def mlx_folder_for(
     path: str | Path,
     mode: str | None = None,

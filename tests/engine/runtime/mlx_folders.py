@@ -72,7 +72,8 @@ def write_qwen2_folder(
     module = qwen2.Model(args)
     mx.eval(module.parameters())
     folder.mkdir(parents=True, exist_ok=True)
-    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(module.parameters())))
+    weights = dict(tree_flatten(module.parameters()))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})  # as mlx_lm saves
     (folder / "config.json").write_text(json.dumps(asdict(args)))
     write_tokenizer(folder, vocab, corpus)
     return folder

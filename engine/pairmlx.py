@@ -1,0 +1,60 @@
+"""The pairing doctor's facts and rules for MLX folders, from their headers (engine.models.mlx_compat).
+
+A GGUF pair is read by llama.cpp's vocabulary loader (engine.pairdoctor); an MLX pair by its
+config.json, tokenizer.json and safetensors headers: nothing is loaded to run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.errors import ModelFileError
+from engine.models import mlx_compat
+from engine.models.compat import Rule
+from engine.models.mlx_folders import MlxFolder, text_field
+from engine.models.pairing import ModelFacts
+
+
+def read_folder(path: Path) -> MlxFolder:
+    folder = mlx_compat.read_mlx(path)
+    if folder is None:
+        raise ModelFileError(f"{Path(path).name} is not an MLX model folder this can read.")
+    return folder
+
+
+def _count(config: dict, key: str) -> int | None:
+    value = text_field(config, key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def mlx_facts(folder: MlxFolder) -> ModelFacts:
+    """A folder's shapes as the doctor reports them: its KV cache from config.json's heads and widths.
+    Every `full_attention_interval`-th layer of a hybrid keeps a KV cache; the rest a recurrent state."""
+    config = folder.config
+    layers = folder.layers or 0
+    heads = _count(config, "num_attention_heads") or 0
+    kv_heads = _count(config, "num_key_value_heads") or heads
+    width = folder.hidden_size or 0
+    head_dim = _count(config, "head_dim") or (width // heads if heads else 0)
+    interval = _count(config, "full_attention_interval")
+    hybrid = interval is not None and interval > 1
+    return ModelFacts(
+        path=str(folder.path),
+        name=mlx_compat.name_of(folder),
+        architecture=folder.architecture,
+        file_bytes=folder.size,
+        state_kind="hybrid" if hybrid else "",
+        layers=layers,
+        kv_layers=layers // interval if hybrid else layers,
+        kv_heads=kv_heads,
+        key_dim=head_dim,
+        value_dim=head_dim,
+        mtp_heads=folder.mtp_layers if folder.mtp_weights else 0,
+        base_models=(),
+    )
+
+
+def mlx_rules(target: MlxFolder, drafter: MlxFolder) -> tuple[Rule, ...]:
+    """The vocabulary rules, and for a drafter that reads the target, whether it was made for it."""
+    made_for = mlx_compat.made_for_rule(target, drafter)
+    return (*mlx_compat.vocabulary_rules(target, drafter), *((made_for,) if made_for else ()))
