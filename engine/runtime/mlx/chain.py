@@ -10,13 +10,12 @@ The same tokens come out: the argmax over the same logits with the same ban.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 import mlx.core as mx
 import numpy as np
 
-if TYPE_CHECKING:
-    from engine.runtime.mlx.context import MlxContext
+MlxContext = Any  # engine.runtime.mlx.context.MlxContext, which imports this module: no import back
 
 _masks: dict[tuple[int, tuple[int, ...]], mx.array] = {}  # (vocab, banned) -> the additive ban
 
