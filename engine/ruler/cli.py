@@ -47,6 +47,10 @@ def arms_for(args: argparse.Namespace, drafter_kinds: list[str] = (kinds.MODEL.n
 def cmd_bench(args: argparse.Namespace) -> int:
     from engine.ruler import report
 
+    if args.runtime == "mlx":
+        from engine.ruler.mlx_cli import cmd_bench_mlx
+
+        return cmd_bench_mlx(args)
     progress = terminal_progress()
     target = catalog.resolve(args.target if args.target != "default" else catalog.DEFAULT_TARGET, progress)
     drafter, drafters = None, {}  # the draft model; the other kinds' drafters
@@ -129,12 +133,18 @@ def add_cli(sub) -> None:
     bench.add_argument("--thinking", choices=("on", "off"), default="off")
     bench.add_argument("--target", default="default")
     bench.add_argument(
+        "--runtime",
+        choices=("llama", "mlx"),
+        default="llama",
+        help="mlx: our MLX engine against mlx-lm's own loops (and our llama engine where the pair is GGUF)",
+    )
+    bench.add_argument(
         "--drafter",
         action="append",
         help="default, a catalog name, a .gguf (a draft model, DFlash, EAGLE-3, a file of MTP heads) or mtp; "
         "repeat to measure several kinds side by side (default: the default draft model)",
     )
-    bench.add_argument("--no-oracle", action="store_true", help="our arms only")
+    bench.add_argument("--no-oracle", action="store_true", help="our arms only (with --runtime mlx: no llama.cpp arms)")
     bench.add_argument("--build-oracle", action="store_true", help="build stock llama.cpp first if it is missing")
     bench.add_argument("--repack", action="store_true", help="also run depth 0 with weight repacking in both engines")
     bench.add_argument("--cool-pause", type=float, default=2.0, help="seconds to pause where no thermal state is known")

@@ -139,6 +139,16 @@ class MlxContext:
         assert rows is not None
         return rows
 
+    def greedy_chain(self, tokens: list[int], k: int, banned: tuple[int, ...]) -> tuple[list[int], np.ndarray] | None:
+        """A greedy draft of k tokens after `tokens` as one lazy chain, one host sync for all of it
+        (engine.runtime.mlx.chain): its tokens and rows; None where a chain cannot run here."""
+        from engine.runtime.mlx.chain import can_chain, greedy_chain
+
+        if not can_chain(self):
+            return None
+        self._fed = None
+        return greedy_chain(self, tokens, k, banned)
+
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode at once and keep the row for `collect`: nothing on MLX computes on behind the host yet."""
         row = self.decode(tokens, all_logits=False, side=side)

@@ -1,0 +1,63 @@
+"""The ruler on MLX with small models: our MLX round against mlx-lm's own loops on this box.
+
+SmolLM2-135M converted from its GGUF (engine.models.mlx_conversions): float32 the target, its own
+4-bit conversion the drafter (as tests/engine/runtime/test_mlx_convert.py's real-weights test), and
+the GGUF itself on llama.cpp drafting for itself (our llama arms: the same model in both formats).
+
+With --tiny, a random-weight qwen2 folder written into a temporary folder drafts for itself (every
+draft kept): seconds a run, where the loops' own costs (Python, host syncs) weigh the most.
+
+    PYTHONPATH=. python benchmarks/mlx_ruler.py [--tiny] [--tokens 64] [--repeats 3] [--depths 0,2,3] [--only code,qa]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from engine.models import catalog
+from engine.models.mlx_conversions import mlx_folder_for
+from engine.ruler import mlx_report
+from engine.ruler.mlx_arms import MlxBenchConfig, run_mlx_bench
+from engine.ruler.prompts import built_in
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--depths", default="0,2,3")
+    parser.add_argument("--only", default="code,writing,qa")
+    parser.add_argument("--no-llama", action="store_true", help="leave our llama arms out")
+    parser.add_argument("--tiny", action="store_true", help="a random-weight folder drafting for itself")
+    parser.add_argument("--out", default="bench-results")
+    args = parser.parse_args()
+    if args.tiny:
+        from tests.engine.runtime.mlx_folders import write_qwen2_folder
+
+        target = drafter = write_qwen2_folder(Path(tempfile.mkdtemp()) / "tiny", seed=0, layers=4, hidden=128)
+        gguf = None
+    else:
+        gguf = catalog.resolve(catalog.SMOLLM2_135M, download=False)
+        target, drafter = mlx_folder_for(gguf, "f32"), mlx_folder_for(gguf, "4bit-f32")
+    config = MlxBenchConfig(
+        target=target,
+        drafter=drafter,
+        prompts=built_in(args.only.split(",")),
+        depths=sorted({int(d) for d in args.depths.split(",")}),
+        target_gguf=None if args.no_llama else gguf,
+        drafter_gguf=None if args.no_llama else gguf,  # the GGUF drafting for itself
+        n_tokens=args.tokens,
+        repeats=args.repeats,
+    )
+    result = run_mlx_bench(config, lambda line: print(line, file=sys.stderr, flush=True))
+    paths = mlx_report.write(result, Path(args.out))
+    print(mlx_report.markdown(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    return 1 if mlx_report.mismatches(result) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

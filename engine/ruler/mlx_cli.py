@@ -1,0 +1,55 @@
+"""`draftlight bench --runtime mlx`: the pair as MLX folders, converted from GGUF where that is what was named."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.errors import DraftlightError
+from engine.models import catalog
+from engine.progress import terminal_progress
+from engine.ruler.prompts import built_in, load_file
+from engine.runtime.formats import model_format
+
+
+def _pair_member(spec: str, default: catalog.CatalogModel, progress) -> tuple[Path, Path | None]:
+    """An MLX folder and the GGUF it was converted from (None where a folder was named)."""
+    from engine.models.mlx_conversions import mlx_folder_for
+
+    path = catalog.resolve(default if spec == "default" else spec, progress)
+    if model_format(path) == "gguf":
+        return mlx_folder_for(path, log=lambda line: print(f"convert: {line}", file=sys.stderr)), path
+    return path, None
+
+
+def cmd_bench_mlx(args: argparse.Namespace) -> int:
+    from engine.ruler import mlx_report
+    from engine.ruler.mlx_arms import MlxBenchConfig, run_mlx_bench
+
+    drafters = args.drafter or ["default"]
+    if len(drafters) != 1:
+        raise DraftlightError("The MLX ruler measures one draft model: give --drafter once.")
+    progress = terminal_progress()
+    target, target_gguf = _pair_member(args.target, catalog.DEFAULT_TARGET, progress)
+    drafter, drafter_gguf = _pair_member(drafters[0], catalog.DEFAULT_DRAFTER, progress)
+    both = target_gguf is not None and drafter_gguf is not None and not args.no_oracle
+    config = MlxBenchConfig(
+        target=target,
+        drafter=drafter,
+        prompts=load_file(args.prompts) if args.prompts else built_in(args.only.split(",") if args.only else None),
+        depths=args.depths,
+        target_gguf=target_gguf if both else None,
+        drafter_gguf=drafter_gguf if both else None,
+        n_tokens=args.tokens,
+        repeats=args.repeats,
+        threads=args.threads,
+        n_ctx=args.ctx,
+        thinking=args.thinking == "on",
+        cool_pause_s=args.cool_pause,
+    )
+    result = run_mlx_bench(config, lambda line: print(line, file=sys.stderr, flush=True))
+    paths = mlx_report.write(result, Path(args.out))
+    print(mlx_report.markdown(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    return 1 if mlx_report.mismatches(result) and args.strict else 0
