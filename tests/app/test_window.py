@@ -232,7 +232,7 @@ def test_round_cost_comes_from_the_saved_box_profile(qtbot, make_window, send, m
     options = RuntimeOptions()
     save_profile(
         BoxProfile(
-            key="test", machine=machine_id(), target=target_path.name, drafter="drafter.gguf", runtime="test",
+            key="test", machine=machine_id(), target=target_path.name, drafter="drafter.gguf", runtime=options.runtime_version(),
             mode=options.mode, threads=options.threads, target_rows_s=[0.05, 0.08, 0.1], drafter_step_s=0.01,
             overhead_s=0.001, acceptance_prior=[0.8, 0.7],
         )

@@ -226,7 +226,7 @@ def test_auto_chooses_each_round_from_the_saved_profile(engine, prompts, referen
     save_profile(
         BoxProfile(
             key="auto-test", machine=machine_id(), target=engine.target.path.name, drafter="drafter.gguf",
-            runtime="test", mode=options.mode, threads=options.threads,
+            runtime=options.runtime_version(), mode=options.mode, threads=options.threads,
             target_rows_s=[0.03 + 0.0001 * k for k in range(8)], drafter_step_s=0.01, overhead_s=0.0,
             acceptance_prior=[0.9] * 7,
         )
