@@ -54,3 +54,26 @@ def send(qtbot):
         return blocker.args[0]
 
     return send
+
+
+@pytest.fixture
+def window_at(qtbot, tmp_path):
+    """window_at(store_path): a window whose model cannot load (no model needed), shown."""
+    from app import settings
+    from app.window import MainWindow
+
+    made = []
+
+    def make(store_path):
+        prefs = settings.Preferences(target=str(tmp_path / "missing.gguf"), drafter="none")
+        window = MainWindow(store_path=store_path, prefs=prefs)
+        qtbot.addWidget(window)
+        window.show()
+        made.append(window)
+        qtbot.waitUntil(lambda: "Error" in window.transcript.toPlainText(), timeout=20_000)
+        return window
+
+    yield make
+    for w in made:
+        if w.isVisible():
+            w.close()

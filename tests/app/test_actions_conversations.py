@@ -5,35 +5,13 @@ from __future__ import annotations
 
 import sqlite3
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
 
-from app import exports, settings
+from app import exports
 from app.store import StoredMessage
 from app.storeopen import open_store
-from app.window import MainWindow
 from engine import FinishReason, RunStats
-
-
-@pytest.fixture
-def window_at(qtbot, tmp_path):
-    """window_at(store_path): a window whose model cannot load (no model needed), shown."""
-    made = []
-
-    def make(store_path):
-        prefs = settings.Preferences(target=str(tmp_path / "missing.gguf"), drafter="none")
-        window = MainWindow(store_path=store_path, prefs=prefs)
-        qtbot.addWidget(window)
-        window.show()
-        made.append(window)
-        qtbot.waitUntil(lambda: "Error" in window.transcript.toPlainText(), timeout=20_000)
-        return window
-
-    yield make
-    for w in made:
-        if w.isVisible():
-            w.close()
 
 
 def three_conversations(path) -> list[int]:

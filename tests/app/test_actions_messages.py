@@ -3,39 +3,17 @@ alternatives of a regenerated reply without a model; regenerate and edit-and-res
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from app import settings, storeedits
+from app import storeedits
 from app.actions import EDITING, MESSAGE_ENTRY
 from app.messagetags import point_in
 from app.store import StoredMessage
 from app.storeopen import open_store
-from app.window import MainWindow
 from engine import RunStats, TokenEvent, TokenKind
 
 REPLY_TIMEOUT_MS = 300_000
-
-
-@pytest.fixture
-def window_at(qtbot, tmp_path):
-    """window_at(store_path): a window whose model cannot load (no model needed), shown."""
-    made = []
-
-    def make(store_path):
-        prefs = settings.Preferences(target=str(tmp_path / "missing.gguf"), drafter="none")
-        window = MainWindow(store_path=store_path, prefs=prefs)
-        qtbot.addWidget(window)
-        window.show()
-        made.append(window)
-        qtbot.waitUntil(lambda: "Error" in window.transcript.toPlainText(), timeout=20_000)
-        return window
-
-    yield make
-    for w in made:
-        if w.isVisible():
-            w.close()
 
 
 def reply(text: str) -> StoredMessage:

@@ -6,34 +6,12 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 from PySide6.QtCore import QMetaObject, QObject, Qt, Slot
 
-from app import enginethread, settings
+from app import enginethread
 from app.store import CUT_SHORT, StoredMessage
 from app.storeopen import open_store
-from app.window import MainWindow
 from engine import TokenEvent, TokenKind
-
-
-@pytest.fixture
-def window_at(qtbot, tmp_path):
-    """window_at(store_path): a window whose model cannot load (no model needed), shown."""
-    made = []
-
-    def make(store_path):
-        prefs = settings.Preferences(target=str(tmp_path / "missing.gguf"), drafter="none")
-        window = MainWindow(store_path=store_path, prefs=prefs)
-        qtbot.addWidget(window)
-        window.show()
-        made.append(window)
-        qtbot.waitUntil(lambda: "Error" in window.transcript.toPlainText(), timeout=20_000)
-        return window
-
-    yield make
-    for w in made:
-        if w.isVisible():
-            w.close()
 
 
 def test_a_damaged_database_is_said_in_the_window(window_at, tmp_path):
