@@ -13,11 +13,16 @@ from PySide6.QtCore import QEvent, QObject, QPoint, Qt
 from PySide6.QtGui import QAction, QKeySequence, QTextCursor
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QMenu, QPushButton, QWidget
 
-from app import storeedits
+from app import exports, replaystore, storeedits
 from app.messagetags import message_at, message_at_position
 from app.store import StoredMessage
+from engine import DraftlightError
 
 MESSAGE_ENTRY = "message"  # the data of the context menu's entries for the message (after the standard ones)
+NO_REPLAY = (
+    "This reply has no rounds to step through: replies from a server, replies cut by an error and "
+    "replies saved before this version keep only their tokens."
+)
 EDITING = "Editing your message: Enter resends it and removes what came after it; Esc cancels."
 
 
@@ -73,6 +78,8 @@ class MessageActions(QObject):
         self.delete = make("Delete message", None, lambda: self.delete_message())
         self.previous = make("Previous reply", "Ctrl+[", lambda: self.step_alternative(-1))
         self.next = make("Next reply", "Ctrl+]", lambda: self.step_alternative(1))
+        self.step_through = make("Step through reply in teaching mode", "Ctrl+Shift+T", lambda: self.teach_reply())
+        self.export_replay = make("Export reply as replay…", None, lambda: self.export_reply())
         self.stop.setEnabled(False)
         # Delete and Backspace delete the message clicked into, while the transcript has the focus.
         self.delete.setShortcuts([QKeySequence(Qt.Key.Key_Delete), QKeySequence(Qt.Key.Key_Backspace)])
@@ -80,6 +87,7 @@ class MessageActions(QObject):
         window.removeAction(self.delete)
         window.transcript.addAction(self.delete)
         self.actions = [self.copy, self.regenerate, self.edit, self.stop, self.delete, self.previous, self.next]
+        self.actions += [self.step_through, self.export_replay]
 
         self.bar = AlternativesBar()
         self.bar.previous.clicked.connect(lambda: self.step_alternative(-1))
@@ -202,6 +210,32 @@ class MessageActions(QObject):
         self.window.open_conversation(self.window.conversation_id)
         self.window._say("Deleted your message and its reply." if message.role == "user" else "Deleted the reply.")
 
+    def _replay(self, message_id: int | None):
+        """The chosen reply's replay, or None with a sentence saying why there is none."""
+        message = self._pick(message_id, ("assistant",))
+        if message is None:
+            self.window._say("There is no reply to step through yet.")
+            return None, None
+        try:
+            replay = replaystore.replay_of(self.window.store, message.id)
+        except DraftlightError as exc:
+            self.window._say(str(exc))
+            return None, None
+        if replay is None:
+            self.window._say(NO_REPLAY)
+        return message, replay
+
+    def teach_reply(self, message_id: int | None = None) -> None:
+        """Open the reply's rounds in teaching mode: its drafts, verdicts and candidates, step by step."""
+        _message, replay = self._replay(message_id)
+        if replay is not None:
+            self.window.open_teaching().show_replay(replay)
+
+    def export_reply(self, message_id: int | None = None) -> None:
+        message, replay = self._replay(message_id)
+        if replay is not None:
+            exports.export_replay_dialog(self.window, replay, f"reply {message.id}")
+
     def step_alternative(self, step: int) -> None:
         """Show the previous (-1) or next (+1) alternative of the last reply, and its figures."""
         last = self._last_reply()
@@ -271,6 +305,9 @@ class MessageActions(QObject):
                     entries += [("Next reply", lambda: self.step_alternative(1))] * (
                         message.alternative < message.alternatives
                     )
+            if replaystore.has_replay(self.window.store, mid):
+                entries.append(("Step through in teaching mode", lambda: self.teach_reply(mid)))
+                entries.append(("Export as replay…", lambda: self.export_reply(mid)))
         else:
             entries.append(("Copy message", lambda: self.copy_message(mid)))
         if message.role == "user":

@@ -63,7 +63,15 @@ class ConversationActions(QObject):
         for action in (self.rename, self.delete):  # while the list has the focus: elsewhere these keys edit text
             action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
             self.list.addAction(action)
-        self.actions = [self.find, self.rename, self.delete, self.export_markdown, self.export_trace]
+        self.export_replays = self._action("Export replays…", None, lambda: self._export_replays())
+        self.actions = [
+            self.find,
+            self.rename,
+            self.delete,
+            self.export_markdown,
+            self.export_trace,
+            self.export_replays,
+        ]
 
         self.list.itemChanged.connect(self._renamed)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -161,6 +169,10 @@ class ConversationActions(QObject):
         else:
             exports.export_conversation_trace_dialog(self.window, cid)
 
+    def _export_replays(self, conversation_id: int | None = None) -> None:
+        cid = self._chosen_id(conversation_id)
+        exports.export_replays_dialog(self.window, cid, storeedits.title_of(self.window.store, cid))
+
     # ---- the mouse ----
     def menu_at(self, point: QPoint) -> QMenu:
         """The list's context menu at a viewport point: rename, delete, export the conversation there."""
@@ -174,6 +186,7 @@ class ConversationActions(QObject):
             ("Delete", lambda: self.delete_conversation(cid)),
             ("Export as markdown…", lambda: self._export(True, cid)),
             ("Export token trace (JSONL)…", lambda: self._export(False, cid)),
+            ("Export replays…", lambda: self._export_replays(cid)),
         ):
             action = menu.addAction(text)
             action.setObjectName(text)

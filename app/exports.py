@@ -1,4 +1,4 @@
-"""File > Export: a conversation as markdown or as its token trace, and the charts, as files."""
+"""File > Export: a conversation as markdown, as its token trace or as replays, and the charts, as files."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.transcript import summary  # the figures the transcript shows under a reply
+from engine import DraftlightError
 
 
 def export_trace(store, conversation_id: int, path: Path) -> int:
@@ -32,7 +33,7 @@ def export_markdown(store, conversation_id: int, title: str, path: Path) -> None
 
 
 def export_markdown_dialog(window, conversation_id: int, title: str) -> None:
-    name = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "conversation"
+    name = safe_name(title)
     path, _ = QFileDialog.getSaveFileName(window, "Export as markdown", f"{name}.md", "Markdown (*.md)")
     if path:
         try:
@@ -52,6 +53,38 @@ def export_conversation_trace_dialog(window, conversation_id: int) -> None:
             window._say(f"Could not write {path} ({exc.strerror or exc}): choose another place.")
             return
         window._say(f"Wrote {lines} lines to {path}.")
+
+
+def export_replay_dialog(window, replay, name: str) -> None:
+    path, _ = QFileDialog.getSaveFileName(window, "Export as replay", f"{name}.json", "Draftlight replays (*.json)")
+    if path:
+        try:
+            replay.save(path)
+        except OSError as exc:
+            window._say(f"Could not write {path} ({exc.strerror or exc}): choose another place.")
+            return
+        window._say(f"Wrote the replay to {path}: open it in teaching mode to step through its rounds.")
+
+
+def export_replays_dialog(window, conversation_id: int, title: str) -> None:
+    """One replay file per reply of the conversation, into a folder the user picks."""
+    from app import replaystore
+
+    if not replaystore.replays_in(window.store, conversation_id):
+        window._say("This conversation has no replies with rounds to export (server replies keep none).")
+        return
+    folder = QFileDialog.getExistingDirectory(window, "Export replays into a folder")
+    if folder:
+        try:
+            files = replaystore.export_conversation(window.store, conversation_id, Path(folder), safe_name(title))
+        except (OSError, DraftlightError) as exc:
+            window._say(f"Could not write the replays into {folder} ({getattr(exc, 'strerror', None) or exc}).")
+            return
+        window._say(f"Wrote {len(files)} replay file{'s' * (len(files) != 1)} into {folder}.")
+
+
+def safe_name(title: str) -> str:
+    return "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "conversation"
 
 
 def export_trace_dialog(window) -> None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 
+from app import replaystore
 from app.store import Store, StoredMessage
-from engine import RunStats, TokenEvent
+from engine import Replay, RunStats, TokenEvent
 
 # How often a streaming reply reaches the disk: a kill loses at most this much of it, and
 # a write (one small transaction in WAL mode) stays far below a round's time.
@@ -26,11 +27,12 @@ class ReplyWriter:
         self.tokens: list[TokenEvent] = []  # every token of the reply so far
         self._unwritten: list[TokenEvent] = []
         self._last_write = 0.0
+        self.replay: Replay | None = None  # the worker's record of a local reply, just before its stats
 
     def begin(self, conversation_id: int) -> None:
         self.conversation_id = conversation_id
         self.message_id = self.store.begin_reply(conversation_id)
-        self.tokens, self._unwritten, self._last_write = [], [], 0.0
+        self.tokens, self._unwritten, self._last_write, self.replay = [], [], 0.0, None
 
     def add(self, tokens: list[TokenEvent]) -> None:
         self.tokens.extend(tokens)
@@ -47,7 +49,9 @@ class ReplyWriter:
     def finish(self, stats: RunStats, stopped: bool) -> None:
         """The reply ended (finished, stopped or context full): its final row."""
         message = StoredMessage("assistant", stats.text, list(self.tokens), stats, stopped)
-        self.store.finish_reply(self.message_id, self.conversation_id, message)
+        message_id = self.store.finish_reply(self.message_id, self.conversation_id, message)
+        if self.replay is not None:
+            replaystore.keep(self.store, message_id, self.replay)
         self._done()
 
     def fail(self) -> None:
@@ -61,4 +65,4 @@ class ReplyWriter:
         self._done()
 
     def _done(self) -> None:
-        self.message_id, self._unwritten = 0, []
+        self.message_id, self._unwritten, self.replay = 0, [], None

@@ -53,6 +53,7 @@ MIGRATIONS = (
     ("messages", "reply_of", "INTEGER"),  # a regenerated reply: the first reply of its group
     ("messages", "hidden", "INTEGER NOT NULL DEFAULT 0"),  # an alternative not shown (nor sent)
     ("conversations", "deleted", "REAL"),  # deleted, undoable until the app closes
+    ("messages", "replay", "TEXT"),  # a local reply's rounds, drafts and pieces (app/replaystore.py)
 )
 
 

@@ -211,7 +211,10 @@ class TeachingWindow(QWidget):
         self.job.start(self.live.start, self.prompt.text(), self.depth.value())
 
     def open_replay(self, path: str | Path) -> None:
-        replay = load_replay(path)  # raises DraftlightError with a sentence
+        self.show_replay(load_replay(path))  # raises DraftlightError with a sentence
+
+    def show_replay(self, replay: Replay) -> None:
+        """Step through a recorded reply: a file's, or a chat reply's kept in the store."""
         self._clear()
         self.replay = replay
         self.pieces = dict(replay.pieces)

@@ -27,7 +27,7 @@ from app.toolwindows import ToolWindows
 from app.transcript import TranscriptView
 from app.widgets import ChatPane, ConversationList
 from app.worker import AttachRequest, AutoStatus, LoadRequest, PairInfo, ReplyRequest
-from engine import AUTO, FinishReason, Message, RunStats, ThermalReading, TokenEvent, runtime_name
+from engine import AUTO, FinishReason, Message, Replay, RunStats, ThermalReading, TokenEvent, runtime_name
 
 DEFAULT_SIZE = (1400, 860)
 
@@ -302,6 +302,7 @@ class MainWindow(ToolWindows, QMainWindow):
 
     def _events(self, batch: list) -> None:
         tokens = [e for e in batch if isinstance(e, TokenEvent)]
+        self.reply.replay = next((e for e in batch if isinstance(e, Replay)), self.reply.replay)
         if tokens:
             self.reply.add(tokens)
             self.transcript.append_tokens(tokens)

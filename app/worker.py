@@ -42,6 +42,7 @@ from engine import (
     load_target,
     plain_reason_for,
     runtime_name,
+    with_replay,
 )
 
 BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit costs the engine CPU time
@@ -306,9 +307,23 @@ class EngineWorker(QObject):
             auto = self._local_policy(request) if self.remote is None else None
             source = self.remote if self.remote is not None else self.engine
             events = source.reply(request.messages, request.config, request.thinking, self.cancelled)
+            if self.remote is None:  # kept as a replay: the drafts' text is known only beside the models
+                events = self._recorded(events, request)
             yield from self._batches(events, auto)
         except (ConnectionLost, Unreachable) as exc:
             self.connection_lost.emit(str(exc))
+
+    def _recorded(self, events: Iterator, request: ReplyRequest) -> Iterator:
+        engine = self.engine
+        assert engine is not None
+        config = request.config
+        settings = {"depth": config.depth, "max_tokens": config.max_tokens, "temperature": config.sampling.temperature}
+        prompt = engine.render(list(request.messages), request.thinking)
+        plain_s = engine.plain_pass_s()
+        drafter = engine.drafter.name if engine.drafter else NO_DRAFTER.name
+        return with_replay(
+            events, engine.target.display, engine.target.name, drafter, prompt, settings, plain_s and plain_s * 1e3
+        )
 
     def _batches(self, events: Iterator, auto: AutoDepth | None) -> Iterator[list | AutoStatus]:
         """A batch ends with a round (its tokens travel with it), or with a token whose server

@@ -66,6 +66,7 @@ from engine.models.catalog import CatalogModel, Progress
 from engine.replay import Replay, mentioned_tokens
 from engine.replay import load as load_replay
 from engine.replay import record as record_replay
+from engine.replay import recorded as with_replay
 from engine.ruler.prompts import BenchPrompt
 from engine.ruler.prompts import load_file as load_prompts_file
 from engine.rounds import GenerationConfig
@@ -170,6 +171,7 @@ __all__ = [
     "runtime_name",
     "runtime_version",
     "set_verbose",
+    "with_replay",
 ]
 
 

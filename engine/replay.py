@@ -8,14 +8,14 @@ so a teacher can step through a recorded session on a laptop that has no model.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import DraftlightError
 from engine.events import Event, RoundEvent, RunStats, TokenEvent
 from engine.replayschema import MAX_FILE_BYTES, Invalid, check_replay
-from engine.stepping import RoundStep
+from engine.stepping import RoundStep, Stepper
 
 FORMAT = "draftlight-replay"
 VERSION = 1
@@ -91,6 +91,30 @@ def record(
     return Replay(target, drafter, prompt, config, list(steps), stats, pieces, plain_pass_ms)
 
 
+def recorded(
+    events: Iterable[Event],
+    piece,
+    target: str,
+    drafter: str,
+    prompt: str,
+    config: dict,
+    plain_pass_ms: float | None = None,
+) -> Iterator[Event | Replay]:
+    """The stream unchanged, with the reply's replay yielded just before its RunStats: a chat
+    reply kept so it can be stepped through later, as teaching mode records one.
+    `piece` is called on the engine's thread, where the models are, before the stats leave."""
+    seen: list[Event] = []
+    for event in events:
+        if isinstance(event, RunStats):
+            stepper = Stepper([*seen, event])
+            while stepper.step() is not None:
+                pass
+            yield record(stepper.steps, event, piece, target, drafter, prompt, config, plain_pass_ms)
+        else:
+            seen.append(event)
+        yield event
+
+
 def load(path: str | Path) -> Replay:
     """Read a replay file; a file that is not one, or breaks the schema, gets a sentence saying so.
 
@@ -120,13 +144,18 @@ def load(path: str | Path) -> Replay:
         raise DraftlightError(f"{path.name} is not a Draftlight replay (its JSON is nested too deeply).") from exc
     except ValueError as exc:
         raise DraftlightError(f"{path.name} is not a Draftlight replay (not JSON: {exc}).") from exc
+    return from_json(data, path.name)
+
+
+def from_json(data, name: str) -> Replay:
+    """A replay's parsed JSON, checked field by field; `name` says where it came from in the sentences."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise DraftlightError(f"{path.name} is not a Draftlight replay (no '{FORMAT}' marker).")
+        raise DraftlightError(f"{name} is not a Draftlight replay (no '{FORMAT}' marker).")
     version = data.get("version")
     if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
-        raise DraftlightError(f"{path.name} was written by a newer Draftlight (replay version {version}).")
+        raise DraftlightError(f"{name} was written by a newer Draftlight (replay version {version}).")
     if version != VERSION or isinstance(version, bool):
-        raise DraftlightError(f"{path.name} is a damaged replay: its version is {str(version)[:40]!r}, not {VERSION}.")
+        raise DraftlightError(f"{name} is a damaged replay: its version is {str(version)[:40]!r}, not {VERSION}.")
     try:
         check_replay(data)
         steps = [
@@ -136,9 +165,9 @@ def load(path: str | Path) -> Replay:
         stats = RunStats.from_json(data["stats"])
         pieces = {int(k): v for k, v in data.get("pieces", {}).items()}
     except Invalid as exc:
-        raise DraftlightError(f"{path.name} is a damaged replay: {exc}.") from exc
+        raise DraftlightError(f"{name} is a damaged replay: {exc}.") from exc
     except (KeyError, TypeError, ValueError) as exc:  # the schema should have said it: a last guard
-        raise DraftlightError(f"{path.name} is a damaged replay ({type(exc).__name__}: {exc}).") from exc
+        raise DraftlightError(f"{name} is a damaged replay ({type(exc).__name__}: {exc}).") from exc
     return Replay(
         data.get("target", "?"),
         data.get("drafter", "?"),

@@ -77,6 +77,7 @@ def test_rename_in_place_from_the_keyboard_and_the_context_menu(qtbot, window_at
         "Delete",
         "Export as markdown…",
         "Export token trace (JSONL)…",
+        "Export replays…",
     ]
     menu.actions()[0].trigger()
     editor = items.findChild(QLineEdit)
