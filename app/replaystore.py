@@ -14,8 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from app.store import Store
-from engine import DraftlightError, Replay
-from engine.replay import from_json
+from engine import DraftlightError, Replay, replay_from_json
 
 
 def keep(store: Store, message_id: int, replay: Replay) -> None:
@@ -35,7 +34,7 @@ def _rows(store: Store, sql: str, args: tuple) -> list[tuple[int, str]]:
 def _parse(message_id: int, text: str) -> Replay:
     """A stored replay, checked as a file would be: the database is no more trusted than a file."""
     try:
-        return from_json(json.loads(text), f"reply {message_id}")
+        return replay_from_json(json.loads(text), f"reply {message_id}")
     except (ValueError, RecursionError) as exc:
         raise DraftlightError(f"The rounds kept with reply {message_id} are damaged ({exc}).") from exc
 

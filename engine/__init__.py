@@ -64,6 +64,7 @@ from engine.measure.thermal import ThermalReading, ThermalSampler, ThermalState
 from engine.models import catalog
 from engine.models.catalog import CatalogModel, Progress
 from engine.replay import Replay, mentioned_tokens
+from engine.replay import from_json as replay_from_json
 from engine.replay import load as load_replay
 from engine.replay import record as record_replay
 from engine.replay import recorded as with_replay
@@ -167,6 +168,7 @@ __all__ = [
     "rank_bucket",
     "record_replay",
     "rejection_anatomy",
+    "replay_from_json",
     "run_command",
     "runtime_name",
     "runtime_version",
