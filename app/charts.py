@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEvent, QTimer
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from app import palette
@@ -172,6 +172,11 @@ def nice_ceiling(value: float) -> float:
     return next(m * scale for m in (1, 1.5, 2, 3, 4, 5, 6, 8, 10) if m * scale >= value * (1 - 1e-12))
 
 
+def _colours(dark: bool) -> tuple[str, str]:
+    """A plot's background and its axes' and titles' colour."""
+    return ("#1e1e1e", "#d0d0d0") if dark else ("#ffffff", "#333333")
+
+
 class ChartsPanel(QWidget):
     """Five small plots in a grid; redrawn from a ChartModel at 5 Hz at most."""
 
@@ -183,10 +188,10 @@ class ChartsPanel(QWidget):
         self._drawn_rounds = self._drawn_thermal = -1
         self._thermal_title = ""
         self._ranges: dict[int, tuple] = {}  # plot -> the (x, y) limits last set
-        dark = palette.is_dark()
-        pg.setConfigOptions(
-            antialias=True, background="#1e1e1e" if dark else "w", foreground="#d0d0d0" if dark else "#333"
-        )
+        self.dark = palette.is_dark()
+        self.titles: dict[pg.PlotWidget, str] = {}
+        background, foreground = _colours(self.dark)
+        pg.setConfigOptions(antialias=True, background=background, foreground=foreground)
         layout = QGridLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
 
@@ -263,6 +268,7 @@ class ChartsPanel(QWidget):
     def _plot(self, title: str, xlabel: str, ylabel: str) -> pg.PlotWidget:
         plot = pg.PlotWidget()
         plot.setTitle(title, size="8pt")
+        self.titles[plot] = title
         plot.setLabel("bottom", xlabel)
         plot.setLabel("left", ylabel)
         # No grid: pyqtgraph draws it with the axes, so every new point would repaint both axes.
@@ -276,6 +282,18 @@ class ChartsPanel(QWidget):
         plot.getAxis("bottom").setStyle(hideOverlappingLabels=False)
         plot.getPlotItem().setContentsMargins(2, 2, 12, 2)
         return plot
+
+    def changeEvent(self, event) -> None:
+        if event.type() == QEvent.Type.PaletteChange and palette.is_dark() != self.dark:
+            self.dark = palette.is_dark()  # light and dark switched: every plot follows
+            background, foreground = _colours(self.dark)
+            for plot, title in self.titles.items():
+                plot.setBackground(background)
+                plot.setTitle(title, size="8pt", color=foreground)
+                for side in ("left", "bottom"):
+                    plot.getAxis(side).setPen(foreground)
+                    plot.getAxis(side).setTextPen(foreground)
+        super().changeEvent(event)
 
     def refresh(self) -> None:
         m = self.model
@@ -353,5 +371,6 @@ class ChartsPanel(QWidget):
             short = latest if len(latest) <= 60 else latest[:57] + "…"
             if short != self._thermal_title:  # a new title lays the plot out again
                 self._thermal_title = short
-                self.thermal_plot.setTitle(f"Thermal: {short}", size="8pt")
+                self.titles[self.thermal_plot] = f"Thermal: {short}"
+                self.thermal_plot.setTitle(f"Thermal: {short}", size="8pt", color=_colours(self.dark)[1])
                 self.thermal_plot.setToolTip(latest)

@@ -29,6 +29,7 @@ class Preferences:
     engine_place: str = "local"  # "local" or "remote"
     remote_url: str = "http://127.0.0.1:8765"
     remote_token: str = ""
+    theme: str = "system"  # "system" (followed live), "light" or "dark"
 
 
 def _settings() -> QSettings:
@@ -54,6 +55,8 @@ def load() -> Preferences:
     p.engine_place = place if place in ("local", "remote") else "local"
     p.remote_url = str(s.value("engine/remote_url", p.remote_url))
     p.remote_token = str(s.value("engine/remote_token", p.remote_token))
+    chosen = str(s.value("appearance/theme", p.theme))
+    p.theme = chosen if chosen in ("system", "light", "dark") else "system"
     return p
 
 
@@ -86,6 +89,7 @@ def save(p: Preferences) -> None:
     s.setValue("engine/place", p.engine_place)
     s.setValue("engine/remote_url", p.remote_url)
     s.setValue("engine/remote_token", p.remote_token)
+    s.setValue("appearance/theme", p.theme)
     s.sync()
 
 

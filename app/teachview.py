@@ -31,6 +31,10 @@ class RoundView(TranscriptView):
         super().__init__(parent)
         self._pending: tuple[int, int] | None = None  # document range of the tentative drafts
 
+    def redraw(self) -> None:
+        """The round's pending drafts and struck tokens live only in the document, so a switch
+        between light and dark colours what is written from then on."""
+
     def show_drafts(self, step: RoundStep, piece) -> None:
         """Phase 1: the drafter's proposal, tentative."""
         if self._reply_cursor is None:

@@ -109,9 +109,9 @@ class TranscriptView(QTextEdit):
         self.entries: list[Entry] = []
         self._reply: Entry | None = None
         self._reply_start = 0  # where the open reply's text begins in the document
-        font = self.font()
-        font.setPointSizeF(max(font.pointSizeF(), 11.0))
-        self.setFont(font)
+        self.zoom = 1.0  # the View menu's text size, over the system's
+        self._fit_font()
+        QGuiApplication.instance().fontChanged.connect(self._system_font_changed)
 
     # ---- building the document ----
     def clear_conversation(self) -> None:
@@ -332,12 +332,36 @@ class TranscriptView(QTextEdit):
         return super().eventFilter(obj, event)
 
     def set_dark(self, dark: bool) -> None:
-        """Colour tokens written from now on for a dark (or light) window."""
-        self._palette = palette.current(dark)
+        """Colour every message for a dark (or light) window, those on screen included."""
+        if dark != self._palette.dark:
+            self._palette = palette.current(dark)
+            self.redraw()
+
+    def _fit_font(self) -> None:
+        """The system's text size (11 points at least), times the zoom."""
+        font = QGuiApplication.font()
+        font.setPointSizeF(max(font.pointSizeF(), 11.0) * self.zoom)
+        self.setFont(font)
+
+    def _system_font_changed(self, _font) -> None:
+        """The system's text size changed (macOS's or the desktop's setting): follow it."""
+        self._fit_font()
+        self.redraw()
+
+    def set_zoom(self, zoom: float) -> None:
+        """Text larger or smaller than the system's; every message is drawn again at the new size."""
+        self.zoom = min(max(zoom, 0.5), 3.0)
+        self._fit_font()
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Draw every message again in the current colours."""
+        self.set_raw(self.raw)
 
     def changeEvent(self, event) -> None:
-        if event.type() == QEvent.Type.PaletteChange:  # the system switched between light and dark
+        if event.type() == QEvent.Type.PaletteChange:  # the system or Preferences switched light and dark
             self.set_dark(palette.is_dark())
+
         super().changeEvent(event)
 
     def mouseReleaseEvent(self, event) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import palette
+from app.notice import NoticeLine
 
 
 class MessageBox(QPlainTextEdit):
@@ -47,22 +48,34 @@ class Legend(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 2, 4, 2)
         self.swatches: dict[str, QLabel] = {}
-        pal = palette.current()
         for kind in palette.KINDS:
             cue = palette.CUES[kind][1]  # the non-colour cue, named beside the colour
             label = QLabel(f" {palette.LABELS[kind]} · {cue} ")
             label.setToolTip(f"{palette.EXPLANATIONS[kind]}; in the text: {cue} under the token")
-            label.setStyleSheet(
-                f"background:{pal.backgrounds[kind]}; color:{pal.text}; border-radius:3px; padding:1px 4px;"
-            )
             self.swatches[kind.value] = label
             layout.addWidget(label)
+        self.dark: bool | None = None
+        self._colour(palette.is_dark())
         layout.addStretch(1)
         self.raw = QToolButton()  # replies as the model wrote them, Markdown unrendered
         self.raw.setText("Raw text")
         self.raw.setCheckable(True)
         self.raw.setToolTip("Show replies as raw text instead of rendered Markdown")
         layout.addWidget(self.raw)
+
+    def _colour(self, dark: bool) -> None:
+        if dark == self.dark:
+            return
+        self.dark, pal = dark, palette.current(dark)
+        for kind in palette.KINDS:
+            self.swatches[kind.value].setStyleSheet(
+                f"background:{pal.backgrounds[kind]}; color:{pal.text}; border-radius:3px; padding:1px 4px;"
+            )
+
+    def changeEvent(self, event) -> None:
+        if event.type() == QEvent.Type.PaletteChange:  # light and dark switched: the swatches follow
+            self._colour(palette.is_dark())
+        super().changeEvent(event)
 
 
 class ConversationList(QWidget):
@@ -113,9 +126,7 @@ class ChatPane(QWidget):
         self.send_button.setDefault(True)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setEnabled(False)
-        self.notice = QLabel()
-        self.notice.setObjectName("notice")
-        self.notice.setWordWrap(True)
+        self.notice = NoticeLine()
         # Where speculation cannot pay and replies run plain: the way to watch it anyway.
         self.speculate_anyway = QPushButton("Speculate anyway, to watch it")
         self.speculate_anyway.setObjectName("speculate_anyway")

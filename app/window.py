@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter
 
-from app import exports, settings
+from app import exports, settings, theme
 from app.actions import MessageActions, alternative_note
 from app.charts import ChartModel, ChartsPanel
 from app.conversations import ConversationActions
@@ -69,6 +69,8 @@ class MainWindow(ToolWindows, QMainWindow):
         self.save_preferences = prefs is None  # preferences handed in (tests, self-test) stay private
         self.offer_first_run = prefs is None  # no dialog in tests and the self-test unless asked for
 
+        if self.prefs.theme != "system":  # else the platform's light or dark, followed live
+            theme.apply(self.prefs.theme)
         self._build()
         self._start_worker()
         if self.prefs.geometry is not None:
@@ -86,6 +88,10 @@ class MainWindow(ToolWindows, QMainWindow):
             self.attach(self.prefs.remote_url, self.prefs.remote_token)
         else:
             self.load(LoadRequest(self.prefs.target, self.prefs.drafter))
+
+    def apply_theme(self, name: str) -> bool:
+        """Light, dark, or the system's (followed live): every window redraws in it. Whether it is dark."""
+        return theme.apply(name)
 
     def load(self, request: LoadRequest) -> None:
         """Load a pair; at Auto depth, plain on the fastest settings where drafts cannot pay here."""
@@ -376,7 +382,7 @@ class MainWindow(ToolWindows, QMainWindow):
         title = " — ".join(x for x in ("Draftlight", f"{info.target_name} + {info.drafter_name}", mode, on) if x)
         self.setWindowTitle(title)
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
-        self._say(info.notice)
+        self._say("")  # the standing notices: the pair's in one line, with "why?"
         self.speculate_button.setVisible(info.plain)
         self._update_buttons()
 
@@ -416,8 +422,14 @@ class MainWindow(ToolWindows, QMainWindow):
     def _say(self, text: str) -> None:
         """A sentence under the transcript; with none, the standing notices: the chat database's
         (moved aside, or kept in memory only) and the pair's (why it runs plain)."""
-        standing = " ".join(n for n in (self.store_notice, self.pair.notice if self.pair else "") if n)
-        self.notice.setText(text or standing)
+        if text:
+            self.notice.say(text)
+            return
+        pair = self.pair.notice if self.pair else ""
+        if self.store_notice:
+            self.notice.say(" ".join(n for n in (self.store_notice, pair) if n))
+        else:
+            self.notice.say_briefly(pair)  # the key figure; "why?" opens the arithmetic
 
     def _show_status(self, stats: RunStats | None) -> None:
         replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]

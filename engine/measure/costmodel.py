@@ -174,12 +174,12 @@ def why_plain(profile: BoxProfile) -> str:
     """Why replies run plain on this box, in its own numbers."""
     one = profile.target_rows_s[0]
     c1 = profile.round_cost_s(1, acceptance=[1.0]) / profile.round_cost_s(0)  # every guess right, too
-    return (
-        f"Speculation cannot pay on this machine with {profile.drafter}: a round with one draft costs "
-        f"{c1:.2f} plain passes here (the target's 2-row verify pass {profile.rows_in_passes(2):.2f}, the "
-        f"drafter's step {profile.drafter_step_s / one:.2f}) and yields at most 2 tokens; even a drafter that "
-        "was always right would be slower than no drafter at any depth. So replies run plain, with llama.cpp's "
-        "fastest settings (repacked weights, f16 cache), and no drafter is loaded."
+    return (  # the first sentence is the headline the app shows; the rest is the arithmetic behind it
+        f"Speculation cannot pay on this machine: a round with one draft costs {c1:.2f} plain passes "
+        f"and yields at most 2 tokens. With {profile.drafter}, the target's 2-row verify pass costs "
+        f"{profile.rows_in_passes(2):.2f} passes here and the drafter's step {profile.drafter_step_s / one:.2f}; "
+        "even a drafter that was always right would be slower than no drafter at any depth. So replies run "
+        "plain, with llama.cpp's fastest settings (repacked weights, f16 cache), and no drafter is loaded."
     )
 
 

@@ -20,6 +20,8 @@ def test_plain_where_drafts_cannot_pay_and_speculation_on_request(
     assert window.pair.plain and window.pair.drafter_name == "none" and window.pair.mode == "fast"
     assert window.pair.drafter == str(drafter_path)  # the picker keeps the user's choice
     assert window.notice.text().startswith("Speculation cannot pay on this machine")
+    assert window.notice.shown().endswith("plain passes and yields at most 2 tokens.")  # one line; why? has the rest
+    assert window.notice.why.isVisible() and len(window.notice.shown()) < len(window.notice.text())
     assert window.speculate_button.isVisible() and "fast" in window.windowTitle()
     stats = send(window, PROMPT)
     assert stats.depth == 0 and stats.drafted == 0 and stats.generated_tokens == 24
