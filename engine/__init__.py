@@ -80,7 +80,8 @@ from engine.measure.anatomy import RANK_BUCKETS, RejectionAnatomy, ordinal, rank
 from engine.measure.gauge import gauge
 from engine.models.local import local_models
 from engine.pairdoctor import PairReport, pair_report, probe_pair
-from engine.session import ChatSession, Engine, load_drafter, load_target, plain_reason_for
+from engine.pairloading import load_drafter, load_target, plain_reason_for
+from engine.session import ChatSession, Engine
 from engine.stepping import RoundStep, Stepper
 from engine.remote import ConnectionLost, Endpoint, Remote, RemoteError, RemoteInfo, Unreachable
 from engine.remote import attach as attach_remote

@@ -14,12 +14,12 @@ from engine.drafting import kinds
 from engine.measure.costmodel import BoxProfile, best_depth, explain
 from engine.models import catalog
 from engine.models.discover import drafter_kind
+from engine.pairloading import load_target
 from engine.progress import say_on_stderr, terminal_progress
 from engine.runtime import RuntimeOptions
 from engine.runtime.formats import runtime_name
 from engine.runtime.loading import chosen_runtime
 from engine.runtime.protocol import TextModel
-from engine.session import load_target
 
 
 def cmd_tune(args: argparse.Namespace) -> int:

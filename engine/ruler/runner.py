@@ -150,8 +150,8 @@ class OursRunner:
 
     def __init__(self, config: BenchConfig) -> None:
         from engine.drafting import ModelDrafter, NgramDrafter
+        from engine.pairloading import load_drafter
         from engine.runtime import Model
-        from engine.session import load_drafter
 
         self.config = config
         self.engines: dict[bool, Engine] = {}

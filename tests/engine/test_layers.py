@@ -31,6 +31,7 @@ LAYERS = (
     ("engine.reporting",),
     ("engine.speculative",),
     ("engine.measure",),
+    ("engine.pairloading",),
     ("engine.session",),
     (
         "engine.stepping",

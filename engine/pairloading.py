@@ -1,0 +1,120 @@
+"""Loading a pair: the target on its runtime, the drafter a spec names (a kind, 'auto', a catalog
+name, a path) checked against it, and why a pair runs plain here, from its saved profile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from engine.drafting import Drafter, kinds
+from engine.drafting.kinds import AUTO_SPEC, KEYWORDS
+from engine.errors import DraftlightError, IncompatibleDrafter
+from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
+from engine.measure.profile import load_profile
+from engine.models import catalog
+from engine.models.compat import Verdict, check
+from engine.models.discover import discover
+from engine.runtime import RuntimeOptions
+from engine.runtime.formats import LLAMA, MLX
+from engine.runtime.loading import chosen_runtime, load_model, runtime_of
+from engine.runtime.protocol import RuntimeContext, TextModel
+
+
+def saved_profile_for(target: Path, drafter: str | Path | None, options: RuntimeOptions) -> BoxProfile | None:
+    """The saved profile of the target with a draft model named by `drafter` (default, a catalog
+    name or a .gguf path), without loading either; None for anything else or nothing saved."""
+    spec = catalog.DEFAULT_DRAFTER if str(drafter) == "default" else drafter
+    if spec is None or str(spec) in (*KEYWORDS, AUTO_SPEC):
+        return None
+    try:
+        path = catalog.resolve(spec, None, download=False)
+    except DraftlightError:
+        return None
+    return load_profile(target, path, options)
+
+
+def plain_reason_for(target: Path, drafter: str | Path | None, options: RuntimeOptions) -> str:
+    """Why the pair runs plain here, in a sentence, if its saved profile says no depth could pay; else ""."""
+    profile = saved_profile_for(target, drafter, options)
+    return why_plain(profile) if profile is not None and not speculation_pays(profile) else ""
+
+
+def load_drafter(
+    target: TextModel,
+    spec: str | Path | None,
+    options: RuntimeOptions,
+    progress: catalog.Progress | None = None,
+    download: bool = True,
+    target_ctx: RuntimeContext | None = None,
+) -> tuple[Drafter | None, Verdict | None]:
+    """A kind's name ('none', 'ngram', 'mtp'), 'auto', 'default', a catalog name or a path; raises
+    IncompatibleDrafter. A file's kind comes from its header (engine.drafting.kinds); 'auto' finds a
+    drafter (engine.models.discover) and the verdict says what it found and why. A drafter runs on
+    the target's runtime: on MLX a GGUF drafter is converted, as the target was."""
+    if spec is None:
+        return None, None
+    if str(spec) == AUTO_SPEC:
+        found = discover(target.path)
+        if found.spec is None:
+            return None, Verdict(False, (), found.said)
+        drafter, verdict = load_drafter(target, found.spec, options, progress, download, target_ctx)
+        return drafter, replace(verdict or Verdict(True), found=found.said)
+    keyword = kinds.kind_named(str(spec))
+    if keyword is not None and keyword.keyword:
+        if keyword.reads_target and target_ctx is None:
+            raise ValueError(f"{keyword.words} draft on the target's context: pass target_ctx")
+        return kinds.load(keyword, target_ctx, None, target.options), None
+    path = catalog.resolve(catalog.DEFAULT_DRAFTER if str(spec) == "default" else spec, progress, download)
+    runtime = runtime_of(target)
+    if runtime == MLX and chosen_runtime(path) == LLAMA and not _plain_gguf(path):
+        raise IncompatibleDrafter(
+            f"{path.name} is a {kinds.kind_of_spec(path, path).label} file for llama.cpp, and {target.name} runs on "
+            "MLX: pick the MLX build of that drafter, or load the pair with --runtime llama."
+        )
+    if runtime == LLAMA and chosen_runtime(path) == MLX:
+        raise IncompatibleDrafter(
+            f"{path.name} is an MLX model folder and {target.name} runs on llama.cpp: pick a GGUF drafter, "
+            "or load the pair with --runtime mlx."
+        )
+    model = load_model(path, runtime, options, converter(progress))
+    try:
+        verdict = check(target, model)
+        if not verdict.compatible:
+            raise IncompatibleDrafter(verdict.explain())
+        kind = kinds.kind_of_file(model.info, target.architecture) if runtime == LLAMA else kinds.MODEL
+        if kind is kinds.MODEL and runtime == LLAMA and kinds.heads_alone(model.info):
+            raise IncompatibleDrafter(
+                f"{path.name} holds multi-token-prediction heads for a {model.architecture} model, and "
+                f"{target.name} is {target.architecture}: it was trained for another target."
+            )
+        if kind.reads_target and target_ctx is None:
+            raise IncompatibleDrafter(f"{model.name} reads the target's layers: load it beside a loaded target.")
+        return kinds.load(kind, target_ctx, model, model.options), verdict
+    except BaseException:
+        model.close()
+        raise
+
+
+def load_target(
+    path: Path, runtime: str, options: RuntimeOptions, progress: catalog.Progress | None = None
+) -> TextModel:
+    """A target at `path` on `runtime` ("llama", "mlx", "auto": its format decides); on MLX a GGUF
+    file is converted once into the cache, each step said through `progress`."""
+    return load_model(path, chosen_runtime(path, runtime), options, converter(progress))
+
+
+def converter(progress: catalog.Progress | None) -> Callable[[Path], Path]:
+    """A GGUF file to its MLX folder, converted once into the cache; each step said as the progress's label."""
+    from engine.models.mlx_conversions import mlx_folder_for
+
+    def log(message: str) -> None:
+        if progress is not None:
+            progress(1, 1, message)
+
+    return lambda path: mlx_folder_for(path, log=log)
+
+
+def _plain_gguf(path: Path) -> bool:
+    """A GGUF file of a whole model (not heads, DFlash or EAGLE-3): the kind MLX can take converted."""
+    return kinds.kind_of_spec(path, path) is kinds.MODEL
