@@ -2,6 +2,10 @@
 drafts were rejected (the ranks chart, the p_min what-if, acceptance by content, the hover).
 
 Run under a real display or Xvfb:  xvfb-run -s "-screen 0 1600x1000x24" python docs/screenshots.py
+
+`rendered`: one reply with prose, a table and code, at 1440x900 and 1920x1080, light and dark
+(docs/chat-{1440,1920}-{light,dark}.png):
+    xvfb-run -s "-screen 0 1920x1080x24" python docs/screenshots.py rendered
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="draftlight-shots-"))
     if "remote" in sys.argv[1:]:  # only this one: `python docs/screenshots.py remote`
         return remote(app, tmp)
+    if "rendered" in sys.argv[1:]:  # only these: `python docs/screenshots.py rendered`
+        return rendered(app, tmp)
     window = MainWindow(store_path=tmp / "c.sqlite3", prefs=settings.Preferences(depth=3, max_tokens=200))
     window.resize(1500, 920)
     window.show()
@@ -95,6 +101,42 @@ def rejections(app, window) -> None:
         app.processEvents()
         time.sleep(0.02)
     QGuiApplication.primaryScreen().grabWindow(0).save(str(OUT / "rejections.png"))
+
+
+RENDERED_PROMPT = (
+    "Give a markdown table of the best, average and worst time complexity of bubble sort and "
+    "insertion sort, then an insertion sort in Python, then one sentence on when to use it."
+)
+SIZES = ((1440, 900), (1920, 1080))
+
+
+def rendered(app, tmp: Path) -> int:
+    """A reply with prose, a table and a code block, full screen at a laptop's and a desktop's
+    size, in the light theme and the dark one: what a user sees the window at."""
+    from app import settings, theme
+    from app.window import MainWindow
+
+    window = MainWindow(store_path=tmp / "rendered.sqlite3", prefs=settings.Preferences(depth=2, max_tokens=400))
+    window.resize(*SIZES[0])
+    window.show()
+    wait(lambda: window.pair is not None and not window.busy)
+    window.input.setPlainText(RENDERED_PROMPT)
+    window.send()
+    wait(lambda: not window.streaming)
+    for width, height in SIZES:
+        window.setGeometry(0, 0, width, height)
+        for name in ("light", "dark"):
+            theme.apply(name)
+            window.charts.refresh()
+            for _ in range(20):
+                app.processEvents()
+                time.sleep(0.02)
+            window.transcript.verticalScrollBar().setValue(0)
+            app.processEvents()
+            window.grab().save(str(OUT / f"chat-{width}-{name}.png"))
+    theme.apply("system")
+    window.close()
+    return 0
 
 
 def remote(app, tmp: Path) -> int:
