@@ -179,7 +179,9 @@ def pair_report(
         drafter_kind=kind,
         rules=checks,
         architecture=tuple(architecture),
-        memory=memory_needed(target_facts, drafter_facts, options.n_ctx, options.kv_type if chosen == LLAMA else "f16"),
+        memory=memory_needed(
+            target_facts, drafter_facts, options.n_ctx, options.kv_type if chosen == LLAMA else "f16", chosen
+        ),
         prediction=predict_speed(
             profile, None, target_path, drafter_path or spec, kind, all(rule.holds for rule in checks)
         ),

@@ -105,6 +105,7 @@ class Memory:
     drafter_kv: int
     n_ctx: int
     kv_type: str
+    runtime: str = "llama"  # the runtime that holds them: "llama" or "mlx"
 
     @property
     def total(self) -> int:
@@ -117,13 +118,17 @@ class Memory:
             cache = f"a KV cache of {kv} for {self.n_ctx:,} tokens ({self.kv_type})"
         else:
             cache = "a recurrent state in place of a KV cache"
-        return (
-            f"About {gb(self.total)}: weights {weights}, and {cache}; llama.cpp adds its working buffers "
-            "(tens of MB on a CPU)."
+        extra = (
+            "MLX adds the arrays each pass computes, freed as it goes"
+            if self.runtime == "mlx"
+            else "llama.cpp adds its working buffers (tens of MB on a CPU)"
         )
+        return f"About {gb(self.total)}: weights {weights}, and {cache}; {extra}."
 
 
-def memory_needed(target: ModelFacts, drafter: ModelFacts | None, n_ctx: int, kv_type: str) -> Memory:
+def memory_needed(
+    target: ModelFacts, drafter: ModelFacts | None, n_ctx: int, kv_type: str, runtime: str = "llama"
+) -> Memory:
     """The pair's memory at n_ctx; a drafter that runs on the target's context (MTP heads) has no cache of its own."""
     own_cache = drafter is not None and drafter.path != target.path and drafter.kv_layers > 0
     return Memory(
@@ -133,6 +138,7 @@ def memory_needed(target: ModelFacts, drafter: ModelFacts | None, n_ctx: int, kv
         drafter_kv=drafter.kv_cache_bytes(n_ctx, kv_type) if own_cache else 0,
         n_ctx=n_ctx,
         kv_type=kv_type,
+        runtime=runtime,
     )
 
 

@@ -182,3 +182,14 @@ def test_the_command_refuses_bad_input_in_one_sentence_with_status_2(tmp_path):
     bad = run_pair(str(notes), "--probe-seconds", "-1", tmp_path=tmp_path)
     assert bad.returncode == 2
     assert "'-1' is not a number above 0 and at most 3600" in bad.stderr
+
+
+def test_the_memory_sentence_names_the_runtime_that_holds_the_pair():
+    from engine.models.pairing import Memory
+
+    sizes = dict(target_weights=1_000_000_000, drafter_weights=400_000_000, target_kv=60_000_000, drafter_kv=0)
+    llama = Memory(**sizes, n_ctx=4096, kv_type="f16")
+    mlx = Memory(**sizes, n_ctx=4096, kv_type="f16", runtime="mlx")
+    head = "About 1.46 GB: weights 1.00 GB + 400 MB, and a KV cache of 60 MB for 4,096 tokens (f16); "
+    assert llama.sentence() == head + "llama.cpp adds its working buffers (tens of MB on a CPU)."
+    assert mlx.sentence() == head + "MLX adds the arrays each pass computes, freed as it goes."
