@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -17,24 +19,37 @@ from PySide6.QtWidgets import (
 
 from app import palette
 
+SEND_CHORD = "⌘Return" if sys.platform == "darwin" else "Ctrl+Return"
+
 
 class MessageBox(QPlainTextEdit):
-    """Enter sends, Shift+Enter starts a new line, Ctrl/Cmd+Enter also sends."""
+    """The message box. With send_key "return": Return (or Ctrl/Cmd+Return) sends, Shift+Return starts
+    a new line. With "cmd-return": Ctrl+Return (Cmd+Return on a Mac) sends, Return starts a new line."""
 
     submitted = Signal()
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.setPlaceholderText("Message the model… (Enter sends, Shift+Enter for a new line)")
         self.setMaximumHeight(110)
+        self.set_send_key("return")
+
+    def set_send_key(self, send_key: str) -> None:
+        self.send_key = send_key
+        if send_key == "cmd-return":
+            hint = f"{SEND_CHORD} sends, Return for a new line"
+        else:
+            hint = "Return sends, Shift+Return for a new line"
+        self.setPlaceholderText(f"Message the model… ({hint})")
 
     def keyPressEvent(self, event) -> None:
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             mods = event.modifiers()
-            if mods & Qt.KeyboardModifier.ShiftModifier:
+            chord = bool(mods & Qt.KeyboardModifier.ControlModifier)  # Cmd on a Mac
+            sends = chord if self.send_key == "cmd-return" else not mods & Qt.KeyboardModifier.ShiftModifier
+            if sends:
+                self.submitted.emit()
+            else:
                 self.insertPlainText("\n")
-                return
-            self.submitted.emit()
             return
         super().keyPressEvent(event)
 
