@@ -3,7 +3,8 @@
 Shortcuts are Qt's standard keys, so Ctrl on Linux and Windows is Cmd on a Mac. About and
 Preferences carry their menu roles: macOS moves them into the application menu, where
 Cmd-comma opens Preferences. The message and conversation actions are the ones
-app/actions.py and app/conversations.py made: one QAction per shortcut, listed in menus.
+app/actions.py and app/conversations.py made: one QAction per shortcut, listed in menus (those whose keys work only in one widget, through
+an entry that holds no key: see `_entry`).
 """
 
 from __future__ import annotations
@@ -70,11 +71,14 @@ class Menus:
         self.quit.setMenuRole(QAction.MenuRole.QuitRole)
 
         m = window.message_tools
-        edit.addActions([m.copy, m.regenerate, m.edit, m.stop, m.delete])
+        edit.addActions([m.copy, m.regenerate, m.edit, m.stop])
+        self._entry(edit, m.delete)
         edit.addSeparator()
         edit.addActions([m.previous, m.next, m.step_through, m.export_replay])
         edit.addSeparator()
-        edit.addActions([tools_c.find, tools_c.rename, tools_c.delete])
+        edit.addAction(tools_c.find)
+        self._entry(edit, tools_c.rename)
+        self._entry(edit, tools_c.delete)
         edit.addSeparator()
         self.preferences = act(edit, "Preferences…", standard_keys(Key.Preferences, "Ctrl+,"), window.open_preferences)
         self.preferences.setMenuRole(QAction.MenuRole.PreferencesRole)
@@ -106,6 +110,18 @@ class Menus:
         menu.addAction(action)
         self.window.addAction(action)  # its shortcut works with no menu bar to hold it
         return action
+
+    def _entry(self, menu: QMenu, action: QAction) -> QAction:
+        """A menu entry for an action whose keys work only while its widget has the focus (Delete in
+        the transcript or the list, F2 in the list): macOS's menu bar would take those keys from every
+        widget, so the entry triggers the action and names its key without holding it."""
+        key = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        where = "the list" if action in self.window.conversation_actions else "the transcript"
+        entry = QAction(f"{action.text()} ({key} in {where})" if key else action.text(), self.window)
+        entry.setMenuRole(QAction.MenuRole.NoRole)
+        entry.triggered.connect(action.trigger)
+        menu.addAction(entry)
+        return entry
 
     # ---- windows ----
     def _active(self):
