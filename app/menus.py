@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QApplication, QMenu, QMessageBox
 from app import exports
 
 Key = QKeySequence.StandardKey
+MIN_TEXT_SIZE, MAX_TEXT_SIZE = 8.0, 32.0  # points
 ABOUT = (
     "<p><b>Draftlight</b> {version}</p>"
     "<p>Speculative decoding you can watch: a small drafter guesses tokens, the target checks them, "
@@ -87,6 +88,16 @@ class Menus:
         self.raw = act(view, "Raw text (Markdown unrendered)", [], window.legend.raw.setChecked)
         self.raw.setCheckable(True)
         window.legend.raw.toggled.connect(self.raw.setChecked)  # the legend's button and the menu agree
+        view.addSeparator()
+        self.default_text_size = window.transcript.font().pointSizeF()
+        zoom_in = [*standard_keys(Key.ZoomIn), QKeySequence("Ctrl+=")]  # Ctrl+= : the + key without Shift
+        self.bigger = act(view, "Bigger text", zoom_in, lambda: self.set_text_size(self.text_size() + 1))
+        self.smaller = act(
+            view, "Smaller text", standard_keys(Key.ZoomOut), lambda: self.set_text_size(self.text_size() - 1)
+        )
+        self.actual = act(view, "Actual size", [QKeySequence("Ctrl+0")], lambda: self.set_text_size(0))
+        if window.prefs.text_size:
+            self.set_text_size(window.prefs.text_size)
 
         act(tools, "Teaching mode…", [], window.open_teaching)
         act(tools, "Prompt lab…", [], window.open_prompt_lab)
@@ -122,6 +133,20 @@ class Menus:
         entry.triggered.connect(action.trigger)
         menu.addAction(entry)
         return entry
+
+    # ---- text size ----
+    def text_size(self) -> float:
+        return self.window.transcript.font().pointSizeF()
+
+    def set_text_size(self, size: float) -> None:
+        """The transcript's text in points (0: the default), drawn again at that size and remembered."""
+        size = min(max(size, MIN_TEXT_SIZE), MAX_TEXT_SIZE) if size else self.default_text_size
+        transcript = self.window.transcript
+        font = transcript.font()
+        font.setPointSizeF(size)
+        transcript.setFont(font)
+        transcript.set_raw(transcript.raw)  # every message again: headings and code scale from this size
+        self.window.prefs.text_size = 0.0 if size == self.default_text_size else size
 
     # ---- windows ----
     def _active(self):

@@ -34,6 +34,7 @@ class Preferences:
     side_splitter: QByteArray | None = None  # the side panel over the charts
     send_key: str = "return"  # one of SEND_KEYS
     theme: str = "system"  # one of THEMES
+    text_size: float = 0.0  # the transcript's, in points; 0: the platform's
 
 
 def _settings() -> QSettings:
@@ -61,6 +62,7 @@ def load() -> Preferences:
     p.remote_token = str(s.value("engine/remote_token", p.remote_token))
     p.send_key = _one_of(s.value("input/send_key"), SEND_KEYS, p.send_key)
     p.theme = _one_of(s.value("appearance/theme"), THEMES, p.theme)
+    p.text_size = _number(s.value("appearance/text_size"), float, p.text_size)
     return p
 
 
@@ -115,6 +117,7 @@ def save(p: Preferences) -> None:
     s.setValue("engine/remote_token", p.remote_token)
     s.setValue("input/send_key", p.send_key)
     s.setValue("appearance/theme", p.theme)
+    s.setValue("appearance/text_size", p.text_size)
     s.sync()
 
 

@@ -158,3 +158,34 @@ def test_minimize_from_the_keyboard(qtbot, window_at, tmp_path):
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
     press(qtbot, window, QKeySequence("Ctrl+M"))
     qtbot.waitUntil(lambda: bool(window.windowState() & Qt.WindowState.WindowMinimized))
+
+
+def test_text_size_from_the_keyboard_is_drawn_and_remembered(qtbot, window_at, tmp_path):
+    window = window_at(tmp_path / "c.sqlite3")
+    transcript = window.transcript
+    base, text = transcript.font().pointSizeF(), transcript.toPlainText()
+    press(qtbot, window, standard_keys(Key.ZoomIn))
+    press(qtbot, window, QKeySequence("Ctrl+="))
+    assert transcript.font().pointSizeF() == base + 2 and window.prefs.text_size == base + 2
+    assert transcript.document().defaultFont().pointSizeF() == base + 2
+    assert transcript.toPlainText() == text  # drawn again, all of it
+    press(qtbot, window, standard_keys(Key.ZoomOut))
+    assert transcript.font().pointSizeF() == base + 1
+    press(qtbot, window, QKeySequence("Ctrl+0"))
+    assert transcript.font().pointSizeF() == base and window.prefs.text_size == 0.0
+    for _ in range(40):
+        window.menus.smaller.trigger()
+    assert transcript.font().pointSizeF() == 8.0
+
+
+def test_a_remembered_text_size_is_the_one_a_window_opens_with(qtbot, tmp_path):
+    from app import settings
+    from app.window import MainWindow
+
+    prefs = settings.Preferences(target=str(tmp_path / "missing.gguf"), drafter="none", text_size=15.0)
+    window = MainWindow(store_path=tmp_path / "c.sqlite3", prefs=prefs)
+    qtbot.addWidget(window)
+    try:
+        assert window.transcript.font().pointSizeF() == 15.0
+    finally:
+        window.close()

@@ -51,6 +51,7 @@ def test_the_engines_place_reads_back_and_a_damaged_one_is_this_machine(private_
         ("conversations/last", "", "last_conversation", 0),
         ("input/send_key", "space", "send_key", "return"),
         ("appearance/theme", "sepia", "theme", "system"),
+        ("appearance/text_size", "huge", "text_size", 0.0),
         ("window/geometry", "not a geometry", "geometry", None),
         ("window/side_splitter", 7, "side_splitter", None),
     ],
