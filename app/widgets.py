@@ -35,11 +35,12 @@ class MessageBox(QPlainTextEdit):
 
     def set_send_key(self, send_key: str) -> None:
         self.send_key = send_key
-        if send_key == "cmd-return":
-            hint = f"{SEND_CHORD} sends, Return for a new line"
-        else:
-            hint = "Return sends, Shift+Return for a new line"
-        self.setPlaceholderText(f"Message the model… ({hint})")
+        new_line = "Return" if send_key == "cmd-return" else "Shift+Return"
+        self.setPlaceholderText(f"Message the model… ({self.send_chord()} sends, {new_line} for a new line)")
+
+    def send_chord(self) -> str:
+        """The keys that send, in words."""
+        return SEND_CHORD if self.send_key == "cmd-return" else "Return"
 
     def keyPressEvent(self, event) -> None:
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):

@@ -8,6 +8,9 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
 from app import settings
+from app.actions import EDITING
+from app.store import StoredMessage
+from app.widgets import SEND_CHORD
 from app.window import MainWindow
 
 CTRL = Qt.KeyboardModifier.ControlModifier  # Cmd on a Mac
@@ -148,6 +151,10 @@ def test_the_send_key(qtbot, window_at, tmp_path, send_key):
         qtbot.keyClick(box, Qt.Key.Key_Enter, Qt.KeyboardModifier.KeypadModifier)  # the keypad's Enter too
         assert box.toPlainText() == "one\n\n"
     assert ("Shift+Return" in box.placeholderText()) == (send_key == "return")
+    # Editing a message says which keys resend it.
+    window.store.add_message(window.conversation_id, StoredMessage("user", "Name a fruit."))
+    window.message_tools.edit_message()
+    assert window.notice.text() == EDITING.format(key="Return" if send_key == "return" else SEND_CHORD)
 
 
 def test_the_side_splitter_is_remembered(qtbot, tmp_path):
