@@ -91,7 +91,8 @@ def test_the_menus_hold_the_message_and_conversation_actions_themselves(qtbot, w
 def test_new_find_and_preferences_from_the_keyboard(qtbot, window_at, tmp_path):
     window = window_at(tmp_path / "c.sqlite3")
     before = len(window.store.conversations())
-    press(qtbot, window, standard_keys(Key.New))
+    window.input.setFocus()
+    press(qtbot, window.input, standard_keys(Key.New))  # while typing, too
     assert len(window.store.conversations()) == before + 1
     assert window.conversations.items.currentItem().data(Qt.ItemDataRole.UserRole) == window.conversation_id
     press(qtbot, window, standard_keys(Key.Find))
