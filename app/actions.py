@@ -23,7 +23,7 @@ NO_REPLAY = (
     "This reply has no rounds to step through: replies from a server, replies cut by an error and "
     "replies saved before this version keep only their tokens."
 )
-EDITING = "Editing your message: Enter resends it and removes what came after it; Esc cancels."
+EDITING = "Editing your message: {key} resends it and removes what came after it; Esc cancels."
 
 
 def alternative_note(message: StoredMessage, note: str) -> str:
@@ -176,7 +176,7 @@ class MessageActions(QObject):
         self.window.input.setFocus()
         self.window.input.moveCursor(QTextCursor.MoveOperation.End)
         self.stop.setEnabled(True)
-        self.window._say(EDITING)
+        self.window._say(EDITING.format(key=self.window.input.send_chord()))
 
     def resend_edited(self) -> None:
         """Called as an edited message is sent: the conversation is cut where it was."""

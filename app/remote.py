@@ -64,7 +64,7 @@ class EngineMenu:
 
     def __init__(self, window, use_local: Callable[[], None], use_remote: Callable[[str, str], None]) -> None:
         self.window, self._use_remote = window, use_remote
-        menu = window.menuBar().addMenu("&Engine")
+        self.menu = menu = window.menuBar().addMenu("&Engine")
         group = QActionGroup(menu)
         self.local = QAction("This machine", menu, checkable=True)
         self.remote = QAction("Remote server…", menu, checkable=True)

@@ -10,6 +10,8 @@ from engine import AUTO, Depth, parse_depth
 
 ORGANIZATION = "Draftlight"
 APPLICATION = "Draftlight"
+SEND_KEYS = ("return", "cmd-return")  # Return sends; or Cmd-Return (Ctrl-Return) sends and Return starts a line
+THEMES = ("system", "light", "dark")
 
 
 @dataclass
@@ -29,7 +31,10 @@ class Preferences:
     engine_place: str = "local"  # "local" or "remote"
     remote_url: str = "http://127.0.0.1:8765"
     remote_token: str = ""
-    theme: str = "system"  # "system" (followed live), "light" or "dark"
+    side_splitter: QByteArray | None = None  # the side panel over the charts
+    send_key: str = "return"  # one of SEND_KEYS
+    theme: str = "system"  # one of THEMES
+    text_size: float = 0.0  # the transcript's, in points; 0: the platform's
 
 
 def _settings() -> QSettings:
@@ -42,22 +47,41 @@ def load() -> Preferences:
     p.target = str(s.value("models/target", p.target))
     p.drafter = str(s.value("models/drafter", p.drafter))
     p.depth = _depth(s.value("generation/depth", p.depth), p.depth)
-    p.temperature = float(s.value("generation/temperature", p.temperature))
-    p.max_tokens = int(s.value("generation/max_tokens", p.max_tokens))
+    p.temperature = _number(s.value("generation/temperature"), float, p.temperature)
+    p.max_tokens = _number(s.value("generation/max_tokens"), int, p.max_tokens)
     p.thinking = str(s.value("generation/thinking", p.thinking)).lower() == "true"
     p.system_prompt = str(s.value("generation/system_prompt", p.system_prompt))
     p.recent_files = _strings(s.value("models/recent_files", []))
     p.model_folders = _strings(s.value("models/folders", []))
-    p.geometry = s.value("window/geometry")
-    p.splitter = s.value("window/splitter")
-    p.last_conversation = int(s.value("conversations/last", 0))
-    place = str(s.value("engine/place", p.engine_place))
-    p.engine_place = place if place in ("local", "remote") else "local"
+    p.geometry = _bytes(s.value("window/geometry"))
+    p.splitter = _bytes(s.value("window/splitter"))
+    p.side_splitter = _bytes(s.value("window/side_splitter"))
+    p.last_conversation = _number(s.value("conversations/last"), int, 0)
+    p.engine_place = _one_of(s.value("engine/place"), ("local", "remote"), p.engine_place)
     p.remote_url = str(s.value("engine/remote_url", p.remote_url))
     p.remote_token = str(s.value("engine/remote_token", p.remote_token))
-    chosen = str(s.value("appearance/theme", p.theme))
-    p.theme = chosen if chosen in ("system", "light", "dark") else "system"
+    p.send_key = _one_of(s.value("input/send_key"), SEND_KEYS, p.send_key)
+    p.theme = _one_of(s.value("appearance/theme"), THEMES, p.theme)
+    p.text_size = _number(s.value("appearance/text_size"), float, p.text_size)
     return p
+
+
+def _number(value, kind: type, default):
+    """A saved number; anything unreadable (or not finite), the default."""
+    try:
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return number if number == number and abs(number) != float("inf") else default
+
+
+def _one_of(value, choices: tuple[str, ...], default: str) -> str:
+    return str(value) if str(value) in choices else default
+
+
+def _bytes(value) -> QByteArray | None:
+    """A saved geometry or splitter state; anything else (a hand-edited file), none."""
+    return value if isinstance(value, QByteArray) else None
 
 
 def _depth(value, default: Depth) -> Depth:
@@ -85,11 +109,15 @@ def save(p: Preferences) -> None:
         s.setValue("window/geometry", p.geometry)
     if p.splitter is not None:
         s.setValue("window/splitter", p.splitter)
+    if p.side_splitter is not None:
+        s.setValue("window/side_splitter", p.side_splitter)
     s.setValue("conversations/last", p.last_conversation)
     s.setValue("engine/place", p.engine_place)
     s.setValue("engine/remote_url", p.remote_url)
     s.setValue("engine/remote_token", p.remote_token)
+    s.setValue("input/send_key", p.send_key)
     s.setValue("appearance/theme", p.theme)
+    s.setValue("appearance/text_size", p.text_size)
     s.sync()
 
 

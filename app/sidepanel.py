@@ -43,6 +43,7 @@ DEPTHS = [("Off", 0), *((str(k), k) for k in range(1, MAX_DEPTH + 1)), ("Auto (t
 class SidePanel(QWidget):
     models_requested = Signal(str, str)  # target spec, drafter spec
     check_pair_requested = Signal(str, str)  # the pairing doctor, for the picked target and drafter
+    folders_changed = Signal()  # a folder of models added or removed (here or in Preferences)
 
     def __init__(self, recent_files: list[str], model_folders: list[str] | None = None, parent=None) -> None:
         super().__init__(parent)
@@ -156,10 +157,20 @@ class SidePanel(QWidget):
         """Search a folder for models from now on (remembered with the preferences)."""
         if folder and folder not in self.model_folders:
             self.model_folders.append(folder)
+        self._search_folders()
+
+    def remove_folder(self, folder: str) -> None:
+        """Stop searching a folder for models; its models leave the pickers (the files stay)."""
+        if folder in self.model_folders:
+            self.model_folders.remove(folder)
+        self._search_folders()
+
+    def _search_folders(self) -> None:
         self.local = local_models(self.model_folders)
         loaded = self._loaded
         self._fill_models()
         self.show_loaded(*loaded)
+        self.folders_changed.emit()
 
     def _choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "A folder of GGUF models", str(Path.home()))

@@ -1,13 +1,11 @@
-"""The menus, and the windows they open (and the first-run dialog): each made on first use and kept."""
+"""The windows the menus open (and the first-run dialog): each made on first use and kept."""
 
 from __future__ import annotations
 
-from PySide6.QtGui import QAction, QKeySequence
-
-from app import exports
 from app.calculator import SpeedupCalculator
 from app.firstrun import FirstRunDialog
 from app.lab import PromptLab
+from app.preferences import PreferencesWindow
 from app.teaching import TeachingWindow
 
 
@@ -18,29 +16,7 @@ class ToolWindows:
     prompt_lab: PromptLab | None = None
     calculator: SpeedupCalculator | None = None
     first_run_dialog: FirstRunDialog | None = None
-
-    def _build_menus(self) -> None:
-        menus = {
-            "&File": (
-                ("New conversation", QKeySequence.StandardKey.New, self.new_conversation),
-                ("Export token trace (JSONL)…", None, lambda: exports.export_trace_dialog(self)),
-                ("Export charts (PNG)…", None, lambda: exports.export_charts_dialog(self)),
-                ("Quit", QKeySequence.StandardKey.Quit, self.close),
-            ),
-            "&Tools": (
-                ("Teaching mode…", None, self.open_teaching),
-                ("Prompt lab…", None, self.open_prompt_lab),
-                ("Speedup calculator…", None, self.open_calculator),
-            ),
-        }
-        for title, entries in menus.items():
-            menu = self.menuBar().addMenu(title)
-            for text, shortcut, slot in entries:
-                action = QAction(text, self)
-                if shortcut is not None:
-                    action.setShortcut(shortcut)
-                action.triggered.connect(slot)
-                menu.addAction(action)
+    preferences_window: PreferencesWindow | None = None
 
     def offer_models(self, reason: str = "") -> FirstRunDialog:
         """The first-run dialog: download the default pair or choose files, then load them."""
@@ -76,3 +52,10 @@ class ToolWindows:
         if self.calculator is None:
             self.calculator = SpeedupCalculator.for_window(self)
         return self._raise(self.calculator)
+
+    def open_preferences(self) -> PreferencesWindow:
+        """Preferences (Cmd-comma): generation defaults, model folders, the engine, the send key, appearance."""
+        if self.preferences_window is None:
+            self.preferences_window = PreferencesWindow(self)
+        self.preferences_window.refresh()
+        return self._raise(self.preferences_window)

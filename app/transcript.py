@@ -337,10 +337,15 @@ class TranscriptView(QTextEdit):
             self._palette = palette.current(dark)
             self.redraw()
 
+    @staticmethod
+    def base_size() -> float:
+        """The system's text size in points, 11 at least: the size at zoom 1."""
+        return max(QGuiApplication.font().pointSizeF(), 11.0)
+
     def _fit_font(self) -> None:
-        """The system's text size (11 points at least), times the zoom."""
+        """The system's text size times the zoom."""
         font = QGuiApplication.font()
-        font.setPointSizeF(max(font.pointSizeF(), 11.0) * self.zoom)
+        font.setPointSizeF(round(self.base_size() * self.zoom, 2))
         self.setFont(font)
 
     def _system_font_changed(self, _font) -> None:

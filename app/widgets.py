@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -18,24 +20,38 @@ from PySide6.QtWidgets import (
 from app import palette
 from app.notice import NoticeLine
 
+SEND_CHORD = "⌘Return" if sys.platform == "darwin" else "Ctrl+Return"
+
 
 class MessageBox(QPlainTextEdit):
-    """Enter sends, Shift+Enter starts a new line, Ctrl/Cmd+Enter also sends."""
+    """The message box. With send_key "return": Return (or Ctrl/Cmd+Return) sends, Shift+Return starts
+    a new line. With "cmd-return": Ctrl+Return (Cmd+Return on a Mac) sends, Return starts a new line."""
 
     submitted = Signal()
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.setPlaceholderText("Message the model… (Enter sends, Shift+Enter for a new line)")
         self.setMaximumHeight(110)
+        self.set_send_key("return")
+
+    def set_send_key(self, send_key: str) -> None:
+        self.send_key = send_key
+        new_line = "Return" if send_key == "cmd-return" else "Shift+Return"
+        self.setPlaceholderText(f"Message the model… ({self.send_chord()} sends, {new_line} for a new line)")
+
+    def send_chord(self) -> str:
+        """The keys that send, in words."""
+        return SEND_CHORD if self.send_key == "cmd-return" else "Return"
 
     def keyPressEvent(self, event) -> None:
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             mods = event.modifiers()
-            if mods & Qt.KeyboardModifier.ShiftModifier:
+            chord = bool(mods & Qt.KeyboardModifier.ControlModifier)  # Cmd on a Mac
+            sends = chord if self.send_key == "cmd-return" else not mods & Qt.KeyboardModifier.ShiftModifier
+            if sends:
+                self.submitted.emit()
+            else:
                 self.insertPlainText("\n")
-                return
-            self.submitted.emit()
             return
         super().keyPressEvent(event)
 

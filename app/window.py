@@ -15,6 +15,7 @@ from app.charts import ChartModel, ChartsPanel
 from app.conversations import ConversationActions
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
 from app.firstrun import is_missing_model
+from app.menus import Menus
 from app.messagetags import tag_last_message
 from app.pairing import PairingPanel
 from app.remote import EngineMenu, ThermalSource, place_text, uncoloured_note
@@ -77,7 +78,10 @@ class MainWindow(ToolWindows, QMainWindow):
             self.restoreGeometry(self.prefs.geometry)
         if self.prefs.splitter is not None:
             self.splitter.restoreState(self.prefs.splitter)
+        if self.prefs.side_splitter is not None:
+            self.side_splitter.restoreState(self.prefs.side_splitter)
         self.side.apply(self.prefs)
+        self.input.set_send_key(self.prefs.send_key)
         self.side.verdict.setText("Loading models…")
         self._say("")  # the chat database's notice, if it has one
         self._open_conversations()
@@ -136,7 +140,7 @@ class MainWindow(ToolWindows, QMainWindow):
 
         self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
-        right = QSplitter(Qt.Orientation.Vertical)
+        self.side_splitter = right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.side)
         right.addWidget(self.charts)
         right.setStretchFactor(1, 1)
@@ -150,10 +154,10 @@ class MainWindow(ToolWindows, QMainWindow):
 
         self.status = StatusLine(self.statusBar())
 
-        self._build_menus()
         self.message_tools, self.conversation_tools = MessageActions(self), ConversationActions(self)
         self.message_actions, self.conversation_actions = self.message_tools.actions, self.conversation_tools.actions
         self.engine_menu = EngineMenu(self, self.use_this_machine, self.attach)
+        self.menus = Menus(self)
 
         self.conversations.new_requested.connect(self.new_conversation)
         self.conversations.chosen.connect(self._conversation_chosen)
@@ -463,6 +467,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.thermal.stop()
         self.prefs.geometry = self.saveGeometry()
         self.prefs.splitter = self.splitter.saveState()
+        self.prefs.side_splitter = self.side_splitter.saveState()
         self.side.store(self.prefs)
         self.prefs.last_conversation = self.conversation_id
         if self.save_preferences:

@@ -11,6 +11,20 @@ LOAD_TIMEOUT_MS = 180_000
 REPLY_TIMEOUT_MS = 300_000
 
 
+@pytest.fixture(autouse=True)
+def themed(qapp):
+    """Leave the application in the platform's own colours and font, whatever a test switched
+    (Preferences, the View menu, a window opened on a saved dark theme)."""
+    from PySide6.QtGui import QGuiApplication
+
+    from app import theme
+
+    font = QGuiApplication.font()
+    yield
+    theme.apply("system")
+    QGuiApplication.setFont(font)
+
+
 @pytest.fixture
 def make_window(qtbot, tmp_path, target_path, drafter_path):
     """A factory: MainWindow(store in tmp_path, given preferences), loaded and shown."""

@@ -85,7 +85,7 @@ def test_up_in_an_empty_box_edits_the_last_message_and_esc_cancels(qtbot, window
     window.input.setFocus()
     qtbot.keyClick(window.input, Qt.Key.Key_Up)
     assert window.input.toPlainText() == "Name a fruit." and window.message_tools.editing == ids[2]
-    assert window.notice.text() == EDITING
+    assert window.notice.text() == EDITING.format(key="Return")
     qtbot.keyClick(window.input, Qt.Key.Key_Escape)
     assert window.input.toPlainText() == "" and window.message_tools.editing is None
     window.input.setPlainText("a draft")

@@ -3,12 +3,11 @@ the system's size, the plain-default notice in one line with its "why?", and the
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QLabel
 
-from app import palette, theme
+from app import palette
 from app.notice import split_first_sentence
 from app.store import StoredMessage
 from app.storeopen import open_store
@@ -19,15 +18,6 @@ from tests.engine.box_profiles import HOPELESS, profile
 
 KINDS = [TokenKind.PLAIN, TokenKind.ACCEPTED, TokenKind.BONUS, TokenKind.REPLACED]
 REPLY = "Here is code:\n\n```python\nx = 1\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
-
-
-@pytest.fixture
-def themed():
-    """Leave the application in the platform's own colours and font, whatever a test switched."""
-    font = QGuiApplication.font()
-    yield
-    theme.apply("system")
-    QGuiApplication.setFont(font)
 
 
 def stored_reply(path, text: str = REPLY) -> list[TokenEvent]:
@@ -52,7 +42,7 @@ def backgrounds(window) -> dict[str, set[str]]:
     return out
 
 
-def test_light_and_dark_switch_live_and_recolour_what_is_drawn(window_at, tmp_path, themed):
+def test_light_and_dark_switch_live_and_recolour_what_is_drawn(window_at, tmp_path):
     stored_reply(tmp_path / "c.sqlite3")
     window = window_at(tmp_path / "c.sqlite3")
     light, dark = palette.current(False), palette.current(True)
@@ -73,7 +63,7 @@ def test_light_and_dark_switch_live_and_recolour_what_is_drawn(window_at, tmp_pa
     assert window.charts.tps_plot.backgroundBrush().color().name() == "#ffffff"
 
 
-def test_the_transcript_follows_the_systems_text_size_and_the_zoom(window_at, tmp_path, themed):
+def test_the_transcript_follows_the_systems_text_size_and_the_zoom(window_at, tmp_path):
     stored_reply(tmp_path / "c.sqlite3")
     window = window_at(tmp_path / "c.sqlite3")
     kinds_before = [s.kind for s in window.transcript.spans()]

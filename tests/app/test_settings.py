@@ -40,3 +40,29 @@ def test_the_engines_place_reads_back_and_a_damaged_one_is_this_machine(private_
     private_settings.setValue("engine/place", "the moon")
     private_settings.sync()
     assert settings.load().engine_place == "local"
+
+
+@pytest.mark.parametrize(
+    ("key", "stored", "field", "read"),
+    [
+        ("generation/temperature", "warm", "temperature", 0.0),
+        ("generation/temperature", "nan", "temperature", 0.0),
+        ("generation/max_tokens", "lots", "max_tokens", 512),
+        ("conversations/last", "", "last_conversation", 0),
+        ("input/send_key", "space", "send_key", "return"),
+        ("appearance/theme", "sepia", "theme", "system"),
+        ("appearance/text_size", "huge", "text_size", 0.0),
+        ("window/geometry", "not a geometry", "geometry", None),
+        ("window/side_splitter", 7, "side_splitter", None),
+    ],
+)
+def test_damaged_values_read_as_the_defaults(private_settings, key, stored, field, read):
+    private_settings.setValue(key, stored)
+    private_settings.sync()
+    assert getattr(settings.load(), field) == read
+
+
+def test_the_send_key_and_the_theme_read_back(private_settings):
+    settings.save(settings.Preferences(send_key="cmd-return", theme="dark", temperature=0.7, max_tokens=300))
+    p = settings.load()
+    assert (p.send_key, p.theme, p.temperature, p.max_tokens) == ("cmd-return", "dark", 0.7, 300)
