@@ -45,10 +45,16 @@ MASK = PROMPT[-1]  # the known-by-construction variant's target writes it after 
 
 
 def write_dflash(
-    folder: Path, seed: int, target_layers: tuple[int, ...] = (0, 2), block: int = 4, silent: bool = False
+    folder: Path,
+    seed: int,
+    target_layers: tuple[int, ...] = (0, 2),
+    block: int = 4,
+    silent: bool = False,
+    vocab: int = VOCAB,
 ) -> Path:
-    """A DFlash drafter folder (random weights; the target's embeddings and head are borrowed). `silent`:
-    its attention and MLP add nothing, so each MASK slot answers with the target's next token after MASK."""
+    """A DFlash drafter folder (random weights; the target's embeddings and head are borrowed), for a
+    target of `vocab` tokens. `silent`: its attention and MLP add nothing, so each MASK slot answers
+    with the target's next token after MASK."""
     cfg = {
         "model_type": "qwen3",
         "hidden_size": WIDTH,
@@ -57,7 +63,7 @@ def write_dflash(
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "head_dim": 16,
-        "vocab_size": VOCAB,
+        "vocab_size": vocab,
         "max_position_embeddings": 512,
         "rope_theta": 10000.0,
         "block_size": block,

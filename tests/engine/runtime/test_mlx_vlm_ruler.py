@@ -21,7 +21,8 @@ pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
 from mlx_folders import CORPUS
-from mlx_targets import write_target
+from mlx_targets import TOKENIZER_VOCAB, write_target
+from test_mlx_dflash import write_dflash
 
 from engine.cli import main
 from engine.drafting import kinds
@@ -35,17 +36,17 @@ N_TOKENS = 1 + 6 * (DEPTH + 1)  # six whole rounds after the first token: both l
 ARMS = ["ours-mlx d0", "ours-mlx mtp d2", "mlx-lm d0", "mlx-vlm mtp d2"]
 
 
-def bench(folder: Path):
+def bench(folder: Path, drafter: Path | None = None, kind: str = kinds.MTP.name):
     config = MlxBenchConfig(
-        target=folder, drafter=None, prompts=built_in(["qa"]), kind=kinds.MTP.name, depths=[0, DEPTH],
+        target=folder, drafter=drafter, prompts=built_in(["qa"]), kind=kind, depths=[0, DEPTH],
         n_tokens=N_TOKENS, repeats=1,
     )  # fmt: skip
     result = run_mlx_bench(config, progress=lambda line: None)
     return result, {r.arm: r for r in result.records}
 
 
-def qwen35(tmp_path: Path, head: str) -> Path:
-    return write_target(tmp_path / "qwen35", 3, head, layers=2, interval=2, tokenizer=CORPUS)
+def qwen35(tmp_path: Path, head: str, layers: int = 2) -> Path:
+    return write_target(tmp_path / "qwen35", 3, head, layers=layers, interval=2, tokenizer=CORPUS)
 
 
 def test_every_draft_kept_gives_both_loops_the_same_rounds_and_ids(tmp_path: Path):
@@ -87,6 +88,20 @@ def test_a_head_that_misses_gives_both_loops_the_same_ids_and_acceptance_up_to_t
     assert 0 < ours["accepted"] < ours["drafted"] and ours["rounds"] == theirs["rounds"]
     assert 0 <= theirs["drafted"] - ours["drafted"] <= DEPTH and 0 <= theirs["accepted"] - ours["accepted"] <= DEPTH
     assert "| mlx-vlm mtp d2 |" in table.getvalue() and "ours / mlx-lm or mlx-vlm" in table.getvalue()
+
+
+def test_dflash_against_mlx_vlms_own_dflash_rounds_gives_every_arm_the_same_ids(tmp_path: Path):
+    """A DFlash drafter folder reading the target's layers 0 and 2: our round and mlx-vlm's DFlash rounds
+    write depth 0's ids in as many rounds, and ours drafts no more than theirs (room for the bonus)."""
+    target = qwen35(tmp_path, "random", layers=3)
+    drafter = write_dflash(tmp_path / "dflash", 121, vocab=TOKENIZER_VOCAB)
+    result, records = bench(target, drafter, kinds.DFLASH.name)
+    assert sorted(records) == ["mlx-lm d0", "mlx-vlm dflash d2", "ours-mlx d0", "ours-mlx dflash d2"]
+    ids = records["ours-mlx d0"].token_ids
+    assert len(ids) == N_TOKENS and all(r.token_ids == ids for r in records.values())
+    assert mlx_report.mismatches(result) == []
+    ours, theirs = records["ours-mlx dflash d2"], records["mlx-vlm dflash d2"]
+    assert ours.rounds == theirs.rounds and 0 < ours.drafted <= theirs.drafted and ours.accepted == theirs.accepted
 
 
 def test_acceptance_per_position_from_each_rounds_counts():
