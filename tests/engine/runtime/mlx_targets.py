@@ -19,8 +19,10 @@ from mlx_lm.models import qwen3_5 as lm_qwen3_5
 from mlx_vlm.models.qwen3_5.config import ModelConfig, TextConfig
 from mlx_vlm.models.qwen3_5.language import LanguageModel
 from mlx_vlm.speculative.dflash import _dflash_rounds
+from mlx_vlm.speculative.drafters import DFlashDraftModel
 from mlx_vlm.speculative.drafters.qwen3_5_mtp import ModelConfig as HeadConfig
 from mlx_vlm.speculative.drafters.qwen3_5_mtp import Qwen3_5MTPDraftModel
+from mlx_vlm.speculative.drafters.qwen3_dflash import ModelConfig as DFlashConfig
 
 from engine.depth import FixedDepth
 from engine.drafting.base import Drafter
@@ -36,6 +38,7 @@ SILENT = ("o_proj.weight", "down_proj.weight", "out_proj.weight")  # a layer wit
 WIDTH = 64
 PROMPT = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]
 N_TOKENS = 24
+DFLASH_MASK = PROMPT[-1]  # write_dflash's mask token
 A, R, B, P = TokenKind.ACCEPTED, TokenKind.REPLACED, TokenKind.BONUS, TokenKind.PLAIN
 TEXT_CONFIG = {
     "model_type": "qwen3_5_text",
@@ -122,6 +125,44 @@ def write_target(
     if tokenizer:
         write_tokenizer(folder, vocab, tokenizer)
         weights["language_model.lm_head.weight"] = silenced(weights["language_model.lm_head.weight"])
+    (folder / "config.json").write_text(json.dumps(cfg))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return folder
+
+
+def write_dflash(
+    folder: Path,
+    seed: int,
+    target_layers: tuple[int, ...] = (0, 2),
+    block: int = 4,
+    silent: bool = False,
+    width: int = WIDTH,
+    vocab: int = VOCAB,
+) -> Path:
+    """A DFlash drafter folder (random weights; the target's embeddings and head are borrowed) for a
+    target `width` wide of `vocab` tokens. `silent`: its attention and MLP add nothing, so each mask
+    slot (DFLASH_MASK) answers with the target's next token after the mask token."""
+    cfg = {
+        "model_type": "qwen3",
+        "hidden_size": width,
+        "intermediate_size": 2 * width,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": vocab,
+        "max_position_embeddings": 512,
+        "rope_theta": 10000.0,
+        "block_size": block,
+        "dflash_config": {"mask_token_id": DFLASH_MASK, "target_layer_ids": list(target_layers)},
+    }
+    mx.random.seed(seed)
+    drafter = DFlashDraftModel(DFlashConfig.from_dict(cfg))
+    weights = dict(tree_flatten(drafter.parameters()))
+    if silent:
+        for name in ("layers.0.self_attn.o_proj.weight", "layers.0.mlp.down_proj.weight"):
+            weights[name] = mx.zeros_like(weights[name])
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(cfg))
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
     return folder

@@ -21,8 +21,7 @@ pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
 from mlx_folders import CORPUS
-from mlx_targets import TOKENIZER_VOCAB, write_target
-from test_mlx_dflash import write_dflash
+from mlx_targets import TOKENIZER_VOCAB, write_dflash, write_target
 
 from engine.cli import main
 from engine.drafting import kinds
