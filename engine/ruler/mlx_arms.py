@@ -1,4 +1,4 @@
-"""The ruler on MLX: our MLX engine against mlx-lm's own loops, and our llama engine on the same pair.
+"""The ruler on MLX: our MLX engine against mlx-lm's and mlx-vlm's own loops, and our llama engine on the same pair.
 
 Every prompt is rendered once by our chat template on the MLX target and tokenized once; the MLX
 arms (ours and mlx-lm's) all take those token ids, and our llama arm tokenizes the same rendered
@@ -7,8 +7,12 @@ whose ids differ says so in a note). mlx-lm's arms run on the very modules our M
 each with caches of its own. Arms are interleaved with a rotating order, each run after a warm-up.
 
 Arm engines: "ours-mlx" (engine.speculative on the MLX runtime), "mlx-lm" (mlx_lm.generate's
-generate_step and speculative_generate_step, engine.ruler.mlx_reference), "ours-llama" (our
-engine on llama.cpp, where the pair exists as GGUF files).
+generate_step and speculative_generate_step, engine.ruler.mlx_reference), "mlx-vlm" (mlx-vlm's own
+speculative rounds for a drafter that reads the target, engine.ruler.mlx_vlm_reference: its model
+class and drafter module on the same folders), "ours-llama" (our engine on llama.cpp, where the pair
+exists as GGUF files). The drafter's kind (config.kind) decides the oracles: with a draft model
+mlx-lm at every depth; with one that reads the target (an MTP head, EAGLE-3, DFlash, an assistant)
+mlx-lm's plain loop at depth 0 and mlx-vlm's rounds at the others.
 """
 
 from __future__ import annotations
@@ -22,20 +26,23 @@ from engine.chat import Message
 from engine.drafting import kinds
 from engine.events import RunStats
 from engine.measure.thermal import read_thermal, wait_until_cool
+from engine.ruler.oracle_arms import OracleArms, ReferenceRun
 from engine.ruler.prompts import BenchPrompt
 from engine.ruler.runner import WARMUP_TOKENS, Arm, BenchResult, Progress, RunRecord, describe_machine
 from engine.runtime import RuntimeOptions
 from engine.session import Engine
 from engine.speculative import GenerationConfig
 
-OURS, MLX_LM, OURS_LLAMA = "ours-mlx", "mlx-lm", "ours-llama"
+OURS, MLX_LM, MLX_VLM, OURS_LLAMA = "ours-mlx", "mlx-lm", "mlx-vlm", "ours-llama"
+ORACLES = (MLX_LM, MLX_VLM)
 
 
 @dataclass
 class MlxBenchConfig:
     target: Path  # an MLX folder
-    drafter: Path  # an MLX folder: the draft model
+    drafter: Path | None  # an MLX folder: the draft model, or the drafter of `kind`; None for the target's MTP head
     prompts: list[BenchPrompt]
+    kind: str = kinds.MODEL.name  # the drafter's kind (engine.drafting.kinds)
     depths: list[int] = field(default_factory=lambda: [0, 2])
     target_gguf: Path | None = None  # the same pair as GGUF files: our llama arms
     drafter_gguf: Path | None = None
@@ -48,7 +55,11 @@ class MlxBenchConfig:
 
 
 def mlx_arms(config: MlxBenchConfig) -> list[Arm]:
-    """Each engine at each depth: ours on MLX, mlx-lm's, and ours on llama.cpp where GGUF files exist."""
+    """Each engine at each depth: ours on MLX, the oracle's (mlx-lm's, or mlx-vlm's where the drafter reads
+    the target: mlx-lm's plain loop at depth 0), and ours on llama.cpp where GGUF files exist."""
+    if config.kind != kinds.MODEL.name:
+        ours = [Arm(OURS, config.kind if d else kinds.NONE.name, d) for d in config.depths]
+        return ours + [Arm(MLX_VLM, config.kind, d) if d else Arm(MLX_LM, kinds.NONE.name, 0) for d in config.depths]
     engines = [OURS, MLX_LM] + ([OURS_LLAMA] if config.target_gguf and config.drafter_gguf else [])
     return [Arm(e, kinds.MODEL.name if d else kinds.NONE.name, d) for e in engines for d in config.depths]
 
@@ -78,15 +89,28 @@ def _record(arm: Arm, prompt: BenchPrompt, stats: RunStats) -> RunRecord:
 
 
 class OurArms:
-    """One of our engines (MLX or llama.cpp) with its draft model, dropped for the depth-0 arm."""
+    """One of our engines (MLX or llama.cpp) with its drafter (a path, or a kind's name such as "mtp").
 
-    def __init__(self, target: Path, drafter: Path, runtime: str, options: RuntimeOptions) -> None:
-        self.engine = Engine.load(target, drafter, options, runtime=runtime)
+    A draft model is dropped for the depth-0 arm. A drafter that reads the target stays: a depth-0
+    reply pauses its watch on the target's batches (Engine.stream), as any plain reply of that pair."""
+
+    def __init__(
+        self, target: Path, drafter: Path | str, runtime: str, options: RuntimeOptions, kind: str | None = None
+    ) -> None:
+        """`kind` (engine.drafting.kinds) for a drafter folder that reads the target: Engine.load takes
+        any MLX folder for a draft model, so the kinds table loads it on the target's context."""
+        file_kind = kinds.kind_named(kind) if kind else None
+        if file_kind is not None and file_kind.reads_target and not file_kind.keyword:
+            self.engine = Engine.load(target, None, options, runtime=runtime)
+            self.engine.set_drafter(kinds.load(file_kind, self.engine.ctx, Path(drafter), self.engine.target.options))
+        else:
+            self.engine = Engine.load(target, drafter, options, runtime=runtime)
         self.drafter = self.engine.drafter
 
     def run(self, arm: Arm, prompt: BenchPrompt, ids: list[int], n_tokens: int) -> RunRecord:
         engine = self.engine
-        engine.swap_drafter(self.drafter if arm.depth else None)
+        reads_target = self.drafter is not None and self.drafter.needs_hidden_states
+        engine.swap_drafter(self.drafter if arm.depth or reads_target else None)
         engine.forget()  # every run prefills its whole prompt
         config = GenerationConfig(max_tokens=n_tokens, depth=arm.depth, ignore_eog=True)
         stats = None
@@ -100,49 +124,49 @@ class OurArms:
         self.engine.close()
 
 
-class MlxLmArms:
-    """mlx-lm's own loops on the modules our MLX engine loaded."""
+class MlxLmArms(OracleArms):
+    """mlx-lm's own loops on the modules our MLX engine loaded (a draft model's, where it drafts)."""
 
     def __init__(self, ours: Engine) -> None:
         self.target = ours.target
-        self.drafter = ours.drafter.model if ours.drafter is not None else None
+        drafter = getattr(ours.drafter, "model", None)  # a draft model's; a drafter reading the target has none
+        self.drafter = drafter.module if drafter is not None else None
 
-    def run(self, arm: Arm, prompt: BenchPrompt, ids: list[int], n_tokens: int) -> RunRecord:
+    def generate(self, ids: list[int], n_tokens: int, depth: int) -> ReferenceRun:
         from engine.ruler.mlx_reference import mlx_lm_run
 
-        drafter = self.drafter.module if self.drafter is not None else None
         banned = self.target.eog_tokens()
-        r = mlx_lm_run(self.target.module, drafter, ids, n_tokens, arm.depth, self.target.n_vocab, banned)
-        decoded = len(r.token_ids) - 1  # the first token is the prefill's, as in our runs
-        return RunRecord(
-            arm=arm.name,
-            prompt=prompt.name,
-            repeat=0,
-            prompt_tokens=len(ids),
-            generated_tokens=len(r.token_ids),
-            prefill_s=r.prefill_s,
-            decode_s=r.decode_s,
-            decode_tps=decoded / r.decode_s if r.decode_s else 0.0,
-            end_to_end_tps=len(r.token_ids) / (r.prefill_s + r.decode_s),
-            rounds=r.rounds,
-            drafted=r.drafted,
-            accepted=r.accepted,
-            acceptance_per_position=r.acceptance_per_position,
-            token_ids=r.token_ids,
-        )
+        return mlx_lm_run(self.target.module, self.drafter, ids, n_tokens, depth, self.target.n_vocab, banned)
 
-    def close(self) -> None:
-        """The modules are our engine's: it closes them."""
+
+class MlxVlmArms(OracleArms):
+    """mlx-vlm's own speculative rounds: its model class on the target's folder, its drafter module of
+    `kind` from the drafter's folder (for an MTP head, the target's own), loaded beside our engine's."""
+
+    def __init__(self, target: Path, drafter: Path | None, kind: str) -> None:
+        from engine.ruler.mlx_vlm_reference import load_drafter, load_target
+
+        self.kind = kind
+        self.model = load_target(target)
+        self.drafter = load_drafter(drafter or target, kind)
+
+    def generate(self, ids: list[int], n_tokens: int, depth: int) -> ReferenceRun:
+        from engine.ruler.mlx_vlm_reference import mlx_vlm_run
+
+        return mlx_vlm_run(self.model, self.drafter, self.kind, ids, n_tokens, depth)
 
 
 def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchResult:
     """Every arm on every prompt, repeats interleaved in a rotating order, each run after a warm-up."""
     options = RuntimeOptions(n_ctx=config.n_ctx, n_threads=config.threads)
     arms = mlx_arms(config)
-    ours = OurArms(config.target, config.drafter, "mlx", options)
+    reads_target = config.kind != kinds.MODEL.name
+    ours = OurArms(config.target, config.drafter or config.kind, "mlx", options, config.kind)
     runners: dict[str, object] = {OURS: ours, MLX_LM: MlxLmArms(ours.engine)}
     notes: list[str] = []
     try:
+        if reads_target:
+            runners[MLX_VLM] = MlxVlmArms(config.target, config.drafter, config.kind)
         if any(a.engine == OURS_LLAMA for a in arms):
             runners[OURS_LLAMA] = OurArms(config.target_gguf, config.drafter_gguf, "llama", options)
         rendered = {
@@ -164,7 +188,8 @@ def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchRe
     cfg = {
         "runtime": "mlx",
         "target": str(config.target),
-        "drafter": str(config.drafter),
+        "drafter": str(config.drafter) if config.drafter else None,
+        "kind": config.kind,
         "drafters": {},
         "target_gguf": str(config.target_gguf) if config.target_gguf else None,
         "drafter_gguf": str(config.drafter_gguf) if config.drafter_gguf else None,
@@ -174,7 +199,11 @@ def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchRe
         "threads": options.threads,
         "n_ctx": config.n_ctx,
         "thinking": config.thinking,
-        "oracle": "mlx-lm's generate_step and speculative_generate_step",
+        "oracle": (
+            "mlx-lm's generate_step (d0), mlx-vlm's run_speculative_rounds"
+            if reads_target
+            else "mlx-lm's generate_step and speculative_generate_step"
+        ),
     }
     machine = describe_machine(options.threads) | {"mlx": _mlx_versions()}
     return BenchResult(cfg, machine, rendered, records, notes)

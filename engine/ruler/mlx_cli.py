@@ -1,4 +1,7 @@
-"""`draftlight bench --runtime mlx`: the pair as MLX folders, converted from GGUF where that is what was named."""
+"""`draftlight bench --runtime mlx`: the pair as MLX folders, converted from GGUF where that is what was named.
+
+`--drafter mtp` measures the target's own MTP head (an MLX folder with `mtp.*` weights) against
+mlx-vlm's own MTP rounds."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.drafting import kinds
 from engine.errors import DraftlightError
 from engine.models import catalog
 from engine.progress import terminal_progress
@@ -32,11 +36,18 @@ def cmd_bench_mlx(args: argparse.Namespace) -> int:
         raise DraftlightError("The MLX ruler measures one draft model: give --drafter once.")
     progress = terminal_progress()
     target, target_gguf = _pair_member(args.target, catalog.DEFAULT_TARGET, progress)
-    drafter, drafter_gguf = _pair_member(drafters[0], catalog.DEFAULT_DRAFTER, progress)
+    kind = kinds.MTP if drafters[0] == kinds.MTP.name else kinds.MODEL
+    if kind is kinds.MTP:
+        drafter, drafter_gguf = None, None
+    elif drafters[0] in kinds.KEYWORDS:
+        raise DraftlightError(f"The MLX ruler measures a draft model or the target's MTP head, not {drafters[0]}.")
+    else:
+        drafter, drafter_gguf = _pair_member(drafters[0], catalog.DEFAULT_DRAFTER, progress)
     both = target_gguf is not None and drafter_gguf is not None and not args.no_oracle
     config = MlxBenchConfig(
         target=target,
         drafter=drafter,
+        kind=kind.name,
         prompts=load_file(args.prompts) if args.prompts else built_in(args.only.split(",") if args.only else None),
         depths=args.depths,
         target_gguf=target_gguf if both else None,

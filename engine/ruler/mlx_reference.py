@@ -10,27 +10,15 @@ a fixed length), which keeps mlx-lm on its fast path (a logits processor would n
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.models.cache import make_prompt_cache
 
+from engine.ruler.oracle_arms import ReferenceRun
+
 PREFILL_STEP = 512  # mlx-lm's own default for speculative generation
-
-
-@dataclass(frozen=True)
-class ReferenceRun:
-    """One generation by mlx-lm: its tokens, times and drafts (rounds and drafts None when plain)."""
-
-    token_ids: list[int]
-    prefill_s: float
-    decode_s: float
-    rounds: int
-    drafted: int
-    accepted: int
-    acceptance_per_position: list[float]
 
 
 def banning_sampler(n_vocab: int, banned: tuple[int, ...]):

@@ -1,9 +1,11 @@
-"""The MLX ruler's report: ours against mlx-lm's loops at each depth, and our Python per round.
+"""The MLX ruler's report: ours against the oracle's loops at each depth, and our Python per round.
+
+The oracle at a depth is the one arm of mlx-lm or mlx-vlm run there (engine.ruler.mlx_arms).
 
 "Our Python per round" is a round's wall time less the time inside the runtime's decode calls
 (building the model's graph, mx.eval, and the rows' copy to numpy: MlxContext.decode_s, the
 drafter's context's too), the overhead each RoundEvent reports: the walk, the rewind's bookkeeping,
-the drafter's host-side choices and the events. mlx-lm's loop has no such seam, so only ours is given.
+the drafter's host-side choices and the events. The oracles' loops have no such seam, so only ours is given.
 """
 
 from __future__ import annotations
@@ -11,20 +13,27 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.ruler.mlx_arms import MLX_LM, OURS, OURS_LLAMA
+from engine.ruler.mlx_arms import MLX_LM, MLX_VLM, ORACLES, OURS, OURS_LLAMA
 from engine.ruler.report import Cell, _f, summarize
 from engine.ruler.runner import BenchResult, RunRecord
 
 
+def oracle_of(cells: list[Cell], arm: str) -> Cell | None:
+    """The oracle's cell beside one of ours (same prompt, same kind and depth): mlx-lm's or mlx-vlm's."""
+    engine, depth = arm.split(" ", 1)
+    if engine != OURS:
+        return None
+    names = {f"{oracle} {depth}" for oracle in ORACLES}
+    return next((c for c in cells if c.arm in names), None)
+
+
 def ratios(cells: list[Cell]) -> dict[tuple[str, str], float]:
-    """(prompt, depth) -> ours-mlx decode tok/s over mlx-lm's, same prompt and depth."""
-    index = {(c.prompt, c.arm): c for c in cells}
+    """(prompt, depth) -> ours-mlx decode tok/s over the oracle's, same prompt and depth."""
     out = {}
     for c in cells:
-        engine, depth = c.arm.split(" ", 1)
-        other = index.get((c.prompt, f"{MLX_LM} {depth}"))
-        if engine == OURS and other is not None and other.decode_tps:
-            out[(c.prompt, depth)] = c.decode_tps / other.decode_tps
+        other = oracle_of([o for o in cells if o.prompt == c.prompt], c.arm)
+        if other is not None and other.decode_tps:
+            out[(c.prompt, c.arm.split(" ", 1)[1])] = c.decode_tps / other.decode_tps
     return out
 
 
@@ -54,12 +63,14 @@ def mismatches(result: BenchResult) -> list[str]:
 def markdown(result: BenchResult) -> str:
     cells, overall = summarize(result)
     cfg, machine = result.config, result.machine
+    oracles = [o for o in ORACLES if any(c.arm.startswith(o + " ") for c in overall)]
+    drafter = Path(cfg["drafter"]).name if cfg.get("drafter") else f"the target's own {cfg.get('kind')}"
     lines = [
         "# Draftlight ruler on MLX",
         "",
         f"- Machine: {machine.get('cpu', machine.get('processor', ''))} ({machine.get('cpu_count')} cores), "
         f"{machine.get('platform')}; {machine.get('mlx', '')}",
-        f"- Target {Path(cfg['target']).name}, drafter {Path(cfg['drafter']).name}"
+        f"- Target {Path(cfg['target']).name}, drafter {drafter}"
         + (
             f"; GGUF {Path(cfg['target_gguf']).name} + {Path(cfg['drafter_gguf']).name}"
             if cfg.get("target_gguf")
@@ -68,23 +79,24 @@ def markdown(result: BenchResult) -> str:
         + f"; {cfg['n_tokens']} tokens per run (end-of-generation banned), greedy; median of {cfg['repeats']} "
         "interleaved repeats, each after a warm-up.",
         f"- Arms: `{OURS}` our engine on MLX, `{MLX_LM}` mlx-lm's generate_step (d0) and speculative_generate_step "
-        f"(dK) on the same modules and token ids, `{OURS_LLAMA}` our engine on llama.cpp on the GGUF pair.",
+        f"(dK) on the same modules and token ids, `{MLX_VLM}` mlx-vlm's own model class and drafter on the same "
+        f"folders (its run_speculative_rounds, greedy: no id banned), `{OURS_LLAMA}` our engine on llama.cpp on "
+        "the GGUF pair; the oracle at a depth is the mlx-lm or mlx-vlm arm run there.",
         "- Our Python per round: round wall time less the time inside MLX decode calls (graph, mx.eval, copy).",
         "",
     ]
     lines += [f"> {note}" for note in result.notes]
-    per_arm = {c.arm: c for c in overall}
     rows = [
         "| arm | decode tok/s | end-to-end tok/s | prefill ms | acceptance | tokens/round | speedup | "
-        "ours / mlx-lm | our Python ms/round |",
+        f"ours / {' or '.join(oracles)} | our Python ms/round |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in overall:
-        engine, depth = c.arm.split(" ", 1)
-        theirs = per_arm.get(f"{MLX_LM} {depth}")
-        ratio = c.decode_tps / theirs.decode_tps if engine == OURS and theirs and theirs.decode_tps else None
+        engine = c.arm.split(" ", 1)[0]
+        theirs = oracle_of(overall, c.arm)
+        ratio = c.decode_tps / theirs.decode_tps if theirs and theirs.decode_tps else None
         acc = f"{c.acceptance[0]:.0%}" if c.acceptance else "—"
-        py = python_ms(result.records, c.arm) if engine != MLX_LM else None
+        py = python_ms(result.records, c.arm) if engine not in ORACLES else None
         rows.append(
             f"| {c.arm} | {c.decode_tps:.1f} | {c.end_to_end_tps:.1f} | {c.prefill_ms:.0f} | {acc} | "
             f"{_f(c.mean_length)} | {_f(c.speedup)} | {_f(ratio)} | {_f(py)} |"
@@ -93,7 +105,7 @@ def markdown(result: BenchResult) -> str:
     by_prompt = ratios(cells)
     if by_prompt:
         depths = list(dict.fromkeys(d for _, d in by_prompt))
-        lines += ["## ours-mlx / mlx-lm, decode tok/s, per prompt", ""]
+        lines += [f"## ours-mlx / {' or '.join(oracles)}, decode tok/s, per prompt", ""]
         lines += ["| prompt | " + " | ".join(depths) + " |", "|---|" + "---:|" * len(depths)]
         for prompt in dict.fromkeys(p for p, _ in by_prompt):
             lines.append(f"| {prompt} | " + " | ".join(_f(by_prompt.get((prompt, d))) for d in depths) + " |")

@@ -14,12 +14,15 @@ from pathlib import Path
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
+from mlx_folders import SPECIAL, write_tokenizer
 from mlx_lm.models import qwen3_5 as lm_qwen3_5
 from mlx_vlm.models.qwen3_5.config import ModelConfig, TextConfig
 from mlx_vlm.models.qwen3_5.language import LanguageModel
 from mlx_vlm.speculative.dflash import _dflash_rounds
+from mlx_vlm.speculative.drafters import DFlashDraftModel
 from mlx_vlm.speculative.drafters.qwen3_5_mtp import ModelConfig as HeadConfig
 from mlx_vlm.speculative.drafters.qwen3_5_mtp import Qwen3_5MTPDraftModel
+from mlx_vlm.speculative.drafters.qwen3_dflash import ModelConfig as DFlashConfig
 
 from engine.depth import FixedDepth
 from engine.drafting.base import Drafter
@@ -30,9 +33,12 @@ from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions
 from engine.speculative import generate
 
 VOCAB = 97
+TOKENIZER_VOCAB = 300  # mlx_folders' tokenizer: its 256 bytes, its special tokens and a few merges
+SILENT = ("o_proj.weight", "down_proj.weight", "out_proj.weight")  # a layer with these zero adds nothing
 WIDTH = 64
 PROMPT = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38]
 N_TOKENS = 24
+DFLASH_MASK = PROMPT[-1]  # write_dflash's mask token
 A, R, B, P = TokenKind.ACCEPTED, TokenKind.REPLACED, TokenKind.BONUS, TokenKind.PLAIN
 TEXT_CONFIG = {
     "model_type": "qwen3_5_text",
@@ -64,33 +70,49 @@ TEXT_CONFIG = {
 CONFIG = {"model_type": "qwen3_5", "text_config": TEXT_CONFIG, "tie_word_embeddings": False}
 
 
-def config(layers: int) -> dict:
-    """The target's config.json with `layers` decoder layers."""
-    return {**CONFIG, "text_config": {**TEXT_CONFIG, "num_hidden_layers": layers}}
+def config(layers: int, width: int = WIDTH, vocab: int = VOCAB, interval: int = 1) -> dict:
+    """The target's config.json with `layers` decoder layers `width` wide; `interval` > 1 makes every
+    interval-th layer attention and the rest gated delta-net (Qwen 3.5's own layout has 4)."""
+    text = {**TEXT_CONFIG, "num_hidden_layers": layers, "hidden_size": width, "intermediate_size": 2 * width}
+    text |= {"vocab_size": vocab, "full_attention_interval": interval}
+    return {**CONFIG, "text_config": text}
 
 
 def write_target(
-    folder: Path, seed: int, head: str, layers: int = 2, permuted: bool = False, fixed: int | None = None
+    folder: Path,
+    seed: int,
+    head: str,
+    layers: int = 2,
+    permuted: bool = False,
+    fixed: int | None = None,
+    width: int = WIDTH,
+    interval: int = 1,
+    tokenizer: tuple[str, ...] | None = None,
+    vocab: int = TOKENIZER_VOCAB,
 ) -> Path:
     """A Qwen 3.5 MLX folder with an MTP head: `head` "random", "copy" (the target's layers add
     nothing, so its next token is a function of the token alone, and the head, reading only the
     token, guesses it: every draft kept), or "noisy" (the copy, its hidden-state half random).
     `permuted` (with a copy): the target's head makes that function a permutation (next_tokens),
-    with `fixed` followed by itself where given."""
+    with `fixed` followed by itself where given. `tokenizer`: a corpus that mlx_folders' tokenizer of
+    `vocab` tokens (the model's vocabulary then) is trained on, the head's rows of its special tokens
+    zero (`silenced`); without one the vocabulary is VOCAB and the folder has no tokenizer."""
+    vocab = vocab if tokenizer else VOCAB
+    cfg = config(layers, width, vocab, interval)
     mx.random.seed(seed)
-    module = lm_qwen3_5.Model(lm_qwen3_5.ModelArgs.from_dict(config(layers)))
-    mtp = Qwen3_5MTPDraftModel(HeadConfig.from_dict({"model_type": "qwen3_5_mtp", "text_config": TEXT_CONFIG}))
+    module = lm_qwen3_5.Model(lm_qwen3_5.ModelArgs.from_dict(cfg))
+    mtp = Qwen3_5MTPDraftModel(HeadConfig.from_dict({"model_type": "qwen3_5_mtp", "text_config": cfg["text_config"]}))
     weights = dict(tree_flatten(module.parameters()))
     heads = dict(tree_flatten(mtp.parameters()))
     if head != "random":
         for name in list(weights):
-            if name.endswith(("o_proj.weight", "down_proj.weight")):
+            if name.endswith(SILENT):
                 weights[name] = mx.zeros_like(weights[name])
         for name in list(heads):
-            if name.endswith(("o_proj.weight", "down_proj.weight")):
+            if name.endswith(SILENT):
                 heads[name] = mx.zeros_like(heads[name])
-        noise = 0.25 * mx.random.normal((WIDTH, WIDTH)) / WIDTH**0.5 if head == "noisy" else mx.zeros((WIDTH, WIDTH))
-        heads["fc.weight"] = mx.concatenate([mx.eye(WIDTH), noise], axis=1)
+        noise = 0.25 * mx.random.normal((width, width)) / width**0.5 if head == "noisy" else mx.zeros((width, width))
+        heads["fc.weight"] = mx.concatenate([mx.eye(width), noise], axis=1)
         if permuted:  # lm_head row next[t] is token t's normed embedding: its dot product is the largest
             next_of = mx.random.permutation(VOCAB).tolist()
             if fixed is not None:
@@ -100,9 +122,58 @@ def write_target(
             weights["language_model.lm_head.weight"] = rows_for(embed, mx.array(next_of))
     weights.update({f"mtp.{k}": v for k, v in heads.items()})
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(config(layers)))
+    if tokenizer:
+        write_tokenizer(folder, vocab, tokenizer)
+        weights["language_model.lm_head.weight"] = silenced(weights["language_model.lm_head.weight"])
+    (folder / "config.json").write_text(json.dumps(cfg))
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
     return folder
+
+
+def write_dflash(
+    folder: Path,
+    seed: int,
+    target_layers: tuple[int, ...] = (0, 2),
+    block: int = 4,
+    silent: bool = False,
+    width: int = WIDTH,
+    vocab: int = VOCAB,
+) -> Path:
+    """A DFlash drafter folder (random weights; the target's embeddings and head are borrowed) for a
+    target `width` wide of `vocab` tokens. `silent`: its attention and MLP add nothing, so each mask
+    slot (DFLASH_MASK) answers with the target's next token after the mask token."""
+    cfg = {
+        "model_type": "qwen3",
+        "hidden_size": width,
+        "intermediate_size": 2 * width,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": vocab,
+        "max_position_embeddings": 512,
+        "rope_theta": 10000.0,
+        "block_size": block,
+        "dflash_config": {"mask_token_id": DFLASH_MASK, "target_layer_ids": list(target_layers)},
+    }
+    mx.random.seed(seed)
+    drafter = DFlashDraftModel(DFlashConfig.from_dict(cfg))
+    weights = dict(tree_flatten(drafter.parameters()))
+    if silent:
+        for name in ("layers.0.self_attn.o_proj.weight", "layers.0.mlp.down_proj.weight"):
+            weights[name] = mx.zeros_like(weights[name])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return folder
+
+
+def silenced(head: mx.array) -> mx.array:
+    """The head with the special tokens' rows zero: their logit is 0 where the largest of a random
+    row is above it, so greedy decoding never ends a run of fixed length, in any loop (mlx-vlm's
+    greedy rounds take the argmax of the whole vocabulary, and no sampler bans an id there)."""
+    keep = mx.arange(head.shape[0]) >= len(SPECIAL)  # write_tokenizer puts the special tokens first
+    return head * keep[:, None].astype(head.dtype)
 
 
 def rows_for(embed: mx.array, next_of: mx.array) -> mx.array:
@@ -139,7 +210,7 @@ def oracle_target(folder: Path) -> tuple[LanguageModel, list]:
     cfg = json.loads((folder / "config.json").read_text())
     lm = LanguageModel(
         TextConfig.from_dict(cfg["text_config"]),
-        ModelConfig.from_dict({**cfg, "vision_config": {}, "vocab_size": VOCAB}),
+        ModelConfig.from_dict({**cfg, "vision_config": {}, "vocab_size": cfg["text_config"]["vocab_size"]}),
     )
     saved = mx.load(str(folder / "model.safetensors"))
     lm.load_weights([(k.removeprefix("language_model."), v) for k, v in saved.items() if not k.startswith("mtp.")])

@@ -7,7 +7,6 @@ MlxContext. The oracle runs mlx-vlm's own Qwen 3.5 on the same weights. Fast.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,9 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
-from mlx.utils import tree_flatten  # noqa: E402
 from mlx_targets import (  # noqa: E402
+    DFLASH_MASK,
     N_TOKENS,
-    PROMPT,
-    VOCAB,
-    WIDTH,
     A,
     B,
     dflash_oracle,
@@ -29,10 +25,9 @@ from mlx_targets import (  # noqa: E402
     plain,
     provenance,
     reply,
+    write_dflash,
     write_target,
 )
-from mlx_vlm.speculative.drafters import DFlashDraftModel  # noqa: E402
-from mlx_vlm.speculative.drafters.qwen3_dflash import ModelConfig as DFlashConfig  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
 from engine.drafting.on_mlx.dflash import MlxDflashDrafter  # noqa: E402
@@ -41,38 +36,7 @@ from engine.events import TokenKind  # noqa: E402
 from engine.runtime.mlx import MlxContext  # noqa: E402
 
 LAYERS = 3
-MASK = PROMPT[-1]  # the known-by-construction variant's target writes it after itself
-
-
-def write_dflash(
-    folder: Path, seed: int, target_layers: tuple[int, ...] = (0, 2), block: int = 4, silent: bool = False
-) -> Path:
-    """A DFlash drafter folder (random weights; the target's embeddings and head are borrowed). `silent`:
-    its attention and MLP add nothing, so each MASK slot answers with the target's next token after MASK."""
-    cfg = {
-        "model_type": "qwen3",
-        "hidden_size": WIDTH,
-        "intermediate_size": 128,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "vocab_size": VOCAB,
-        "max_position_embeddings": 512,
-        "rope_theta": 10000.0,
-        "block_size": block,
-        "dflash_config": {"mask_token_id": MASK, "target_layer_ids": list(target_layers)},
-    }
-    mx.random.seed(seed)
-    drafter = DFlashDraftModel(DFlashConfig.from_dict(cfg))
-    weights = dict(tree_flatten(drafter.parameters()))
-    if silent:
-        for name in ("layers.0.self_attn.o_proj.weight", "layers.0.mlp.down_proj.weight"):
-            weights[name] = mx.zeros_like(weights[name])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
-    return folder
+MASK = DFLASH_MASK  # the known-by-construction variant's target writes it after itself
 
 
 def load(ctx: MlxContext, folder: Path, depth: int) -> MlxDflashDrafter:

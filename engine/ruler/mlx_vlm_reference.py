@@ -1,0 +1,84 @@
+"""mlx-vlm 0.7.10's own speculative generation on our prompt's token ids: its MTP, EAGLE-3 and DFlash rounds.
+
+As its generate_step (mlx_vlm.generate.ar) runs them for one prompt: the target, mlx-vlm's own model
+class on the folder's weights (a text-only folder's vision tower stays off), reads the whole prompt
+in one pass (a drafter turns its chunked prefill off), asking for what the drafter reads
+(speculative_prefill_kwargs: the last layer and the attention's keys and values for an MTP head,
+chosen layers for EAGLE-3 and DFlash), and the first token is the argmax of its last row: the
+prefill's time. Then run_speculative_rounds, to which generate_step hands the rest, drafts `depth`
+tokens a round (a block of depth + 1) and writes the rest: the decode's. Greedy, as mlx-vlm's greedy
+rounds are: they take the argmax of the whole vocabulary, so no end-of-generation id can be banned
+there; where one wins, this arm writes it and the ruler reports the mismatch.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_vlm.models import cache as vlm_cache
+from mlx_vlm.speculative.common import speculative_stats_since, speculative_stats_snapshot
+from mlx_vlm.speculative.utils import run_speculative_rounds, speculative_prefill_kwargs
+
+from engine.drafting import kinds
+from engine.errors import IncompatibleDrafter
+from engine.ruler.oracle_arms import ReferenceRun, per_position
+
+# Our drafter kinds and the round loops mlx-vlm runs them with: a Gemma 4 assistant is its MTP kind, DSpark its DFlash.
+DRAFT_KINDS = {
+    kinds.MTP.name: "mtp",
+    kinds.ASSISTANT.name: "mtp",
+    kinds.EAGLE3.name: "eagle3",
+    kinds.DFLASH.name: "dflash",
+    kinds.DSPARK.name: "dflash",
+}
+
+
+def load_target(folder: Path) -> nn.Module:
+    """mlx-vlm's own model on an MLX folder's weights, as its load does (its language model runs the rounds)."""
+    from mlx_vlm.utils import load_model
+
+    return load_model(Path(folder), strict=False)  # a text-only folder has no vision tower's weights
+
+
+def load_drafter(folder: Path, kind: str) -> nn.Module:
+    """mlx-vlm's drafter module of `kind` (ours: engine.drafting.kinds) from `folder`: for MTP the target's own."""
+    from mlx_vlm.speculative.drafters import load_drafter as vlm_load_drafter
+
+    if kind not in DRAFT_KINDS:
+        raise IncompatibleDrafter(f"mlx-vlm has no speculative loop for a drafter of kind {kind}.")
+    return vlm_load_drafter(str(folder), kind=DRAFT_KINDS[kind])[0]
+
+
+def greedy(logprobs: mx.array) -> mx.array:
+    return mx.argmax(logprobs, axis=-1)
+
+
+def mlx_vlm_run(
+    model: nn.Module, drafter: nn.Module, kind: str, prompt: list[int], n_tokens: int, depth: int
+) -> ReferenceRun:
+    """`n_tokens` greedy tokens after `prompt` by mlx-vlm's rounds, `drafter` drafting `depth` tokens a round."""
+    draft_kind = DRAFT_KINDS[kind]
+    lm = model.language_model
+    lm._position_ids = lm._rope_deltas = None  # as generate_step: no mRoPE state from an earlier run
+    cache = vlm_cache.make_prompt_cache(lm)
+    ids = mx.array([prompt], dtype=mx.int32)
+    before = speculative_stats_snapshot(drafter)
+    t0 = time.perf_counter()
+    out = lm(ids, cache=cache, **speculative_prefill_kwargs(draft_kind, drafter))
+    logits = out.logits[:, -1, :]
+    logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    steps = run_speculative_rounds(
+        model, drafter, cache, ids, greedy(logprobs), logprobs.squeeze(0), out, draft_kind=draft_kind,
+        max_tokens=n_tokens, sampler=greedy, draft_block_size=depth + 1, sampler_is_greedy=True,
+    )  # fmt: skip
+    tokens = [int(next(steps)[0])]  # the first token: the prefill's last row, evaluated
+    t1 = time.perf_counter()
+    tokens += [int(token) for token, _ in steps]
+    t2 = time.perf_counter()
+    rounds, accepted, drafted = speculative_stats_since(drafter, before)
+    accept_lens, draft_lens = list(drafter.accept_lens), list(getattr(drafter, "draft_lens", []))
+    acceptance = per_position(draft_lens, [int(a) for a in accept_lens]) if len(draft_lens) == len(accept_lens) else []
+    return ReferenceRun(tokens, t1 - t0, t2 - t1, rounds or 0, drafted or 0, accepted or 0, acceptance)
