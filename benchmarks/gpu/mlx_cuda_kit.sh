@@ -5,7 +5,7 @@
 #              cubin (prune_fatbin.py: 145.7 MB -> 62 MB, 15 MB xz), the rest of the mlx-cuda-13 wheel (tar.xz),
 #              the mlx (cp312) and mlx-lm wheels, llama-cpp-python's package and lib (engine imports it), and
 #              this branch's engine/benchmarks/tests as src.tar.gz
-#   KIT/fallA, KIT/fallB  the whole stripped libmlx.so, xz, in two parts (38 MB + 31 MB): a fallback for two
+#   KIT/fallA, KIT/fallB  the whole stripped libmlx.so, xz, in two parts (34 MB + 35 MB): a fallback for two
 #              calls in a row on one warm machine, if the pruned library will not load
 # Then on the device: bash benchmarks/gpu/mlx_cuda_run.sh KIT (see docs/benchmarks/mlx_cuda.md).
 set -euo pipefail
@@ -33,7 +33,7 @@ cp -L "$(ldconfig -p | awk '/libgomp.so.1 /{print $NF; exit}')" lc/gomp/libgomp.
 tar cJf "$KIT/base/llama_cpp.tar.xz" -C lc .
 (cd "$SRC" && git ls-files -z engine benchmarks tests | xargs -0 tar czf "$KIT/base/src.tar.gz")
 xz -T0 -9 -c libmlx.stripped.so > libmlx.stripped.so.xz
-head -c 38000000 libmlx.stripped.so.xz > "$KIT/fallA/libmlx.part1"
-tail -c +38000001 libmlx.stripped.so.xz > "$KIT/fallB/libmlx.part2"
+head -c 34000000 libmlx.stripped.so.xz > "$KIT/fallA/libmlx.part1"
+tail -c +34000001 libmlx.stripped.so.xz > "$KIT/fallB/libmlx.part2"
 sha256sum libmlx.stripped.so libmlx.sm90.so | tee "$KIT/base/SHA256SUMS"
 du -b "$KIT"/*/* | sort -n

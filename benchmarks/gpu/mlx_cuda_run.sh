@@ -4,11 +4,11 @@
 # the machine stays warm), check (the default device, a matrix product), self, pair, random (benchmarks/mlx_cuda.py
 # --pair self / --pair 0.5b --agree / --pair 0.5b). LIB=full reassembles the whole stripped library from
 # KIT/fallA and KIT/fallB (or /tmp/mlxparts, where an earlier call on this machine left part 1) instead of the
-# sm_90 one. BENCH_ARGS goes to every bench (default --tokens 128 --repeats 3 --depths 0,1,2,3 --only code,qa).
+# sm_90 one. DEADLINE (580 s) bounds the whole script. BENCH_ARGS goes to every bench (default --tokens 128 --repeats 3 --depths 0,1,2,3 --only code,qa).
 # Logs and tables go to $OUT (8 files at most).
 set -u
 K=$(realpath "${1:?usage: mlx_cuda_run.sh KIT [PHASES]}"); PH=,${2:-setup,check,self,pair,random},
-OUT=${OUT:-/tmp/mlx-out}; mkdir -p "$OUT"; S=/tmp/mlxsite; SRC=/tmp/mlxsrc; PARTS=/tmp/mlxparts
+OUT=${OUT:-/tmp/mlx-out}; mkdir -p "$OUT"; S=${MLXSITE:-/tmp/mlxsite}; SRC=/tmp/mlxsrc; PARTS=/tmp/mlxparts
 T0=$(date +%s); log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/run.log"; }
 want() { [[ $PH == *,$1,* ]]; }
 PYV=$(python3 -c 'import sys; print(sys.version.split()[0])'); IMG=$(python3 -c 'import site; print(site.getsitepackages()[0])')
@@ -34,26 +34,29 @@ ldconfig -p | grep -q 'libgomp.so.1 ' || export LD_LIBRARY_PATH=$S/gomp${LD_LIBR
 if want check; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$OUT/run.log"
   timeout 120 python3 - <<'PY' 2>&1 | tee -a "$OUT/run.log"
-import time, mlx.core as mx, mlx_lm, numpy
+import os, time, mlx.core as mx, mlx_lm, numpy
+N = int(os.environ.get("CHECK_N", "8192"))
 print("mlx", mx.__version__, "mlx-lm", mlx_lm.__version__, "default device", mx.default_device(), "numpy", numpy.__version__)
 try:
     print("device info", {k: v for k, v in mx.device_info().items() if k in ("device_name", "architecture", "memory_size")})
 except Exception as e:
     print("device info:", e)
 for dt in (mx.float32, mx.bfloat16):
-    a = mx.random.normal((8192, 8192)).astype(dt); mx.eval(a @ a)
+    a = mx.random.normal((N, N)).astype(dt); mx.eval(a @ a)
     t = time.perf_counter(); [mx.eval(a @ a) for _ in range(10)]; s = (time.perf_counter() - t) / 10
-    print(f"8192^3 {dt} matmul: {2 * 8192**3 / s / 1e12:.0f} TFLOP/s")
+    print(f"{N}^3 {dt} matmul: {2 * N**3 / s / 1e12:.1f} TFLOP/s")
 x = mx.arange(10.0); print("exp/sum (a JIT kernel):", mx.sum(mx.exp(x) * 2 + 1).item())
 import engine.ruler.mlx_arms, engine.runtime.mlx.options as o; print("engine:", o.runtime_version())
 PY
-  log "check: exit ${PIPESTATUS[0]}"
+  rc=${PIPESTATUS[0]}; log "check: exit $rc"
+  [ $rc = 0 ] || exit 1
 fi
 BA=${BENCH_ARGS:-"--tokens 128 --repeats 3 --depths 0,1,2,3 --only code,qa"}
 run_bench() {  # run_bench NAME ARGS...
-  local n=$1; shift
-  log "$n: python3 benchmarks/mlx_cuda.py $* $BA"
-  (cd $SRC && timeout ${BENCH_TIMEOUT:-280} python3 benchmarks/mlx_cuda.py "$@" $BA --models /tmp/mlxmodels-$n --out /tmp/mlxres-$n) \
+  local n=$1 left=$(( ${DEADLINE:-580} - $(date +%s) + T0 - 5 )); shift
+  [ $left -lt 60 ] && { log "$n: skipped, $left s left"; return; }
+  log "$n ($left s left): python3 benchmarks/mlx_cuda.py $* $BA"
+  (cd $SRC && timeout $(( left < ${BENCH_TIMEOUT:-280} ? left : ${BENCH_TIMEOUT:-280} )) python3 benchmarks/mlx_cuda.py "$@" $BA --models /tmp/mlxmodels-$n --out /tmp/mlxres-$n) \
     > "$OUT/$n.md" 2> /tmp/mlx-$n.err
   log "$n: exit $?"; tail -4 /tmp/mlx-$n.err | tee -a "$OUT/run.log"; cp /tmp/mlxres-$n/bench-mlx.json "$OUT/$n.json" 2>/dev/null
   grep -v '^\[' /tmp/mlx-$n.err | tail -40 >> "$OUT/errors.log"
