@@ -37,10 +37,10 @@ def folders(tmp_path_factory) -> dict[str, Path]:
     }
 
 
-def chat(*argv: str) -> list[dict]:
+def chat(*argv: str, max_tokens: int = 24) -> list[dict]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["chat", *argv, "--json", "--max-tokens", "24", "--ignore-eos"]) == 0
+        assert main(["chat", *argv, "--json", "--max-tokens", str(max_tokens), "--ignore-eos"]) == 0
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
@@ -74,6 +74,19 @@ def test_chat_on_mlx_folders_streams_provenance_equal_to_plain(folders):
     other, kinds = ids_and_kinds(chat(PROMPT, "--target", target, "--drafter", str(folders["other"]), "--depth", "2"))
     assert other == plain
     assert "R" in kinds and "A" in kinds and set(kinds) <= set("PARB") and kinds[0] == "P"
+
+
+def test_ngram_drafts_on_mlx_keep_the_plain_ids(folders):
+    """`--drafter ngram` on an MLX folder: the random target repeats itself, the n-grams draft from what
+    it said, and the ids are --depth 0's with every kind of token among them."""
+    target = str(folders["target"])
+    plain, kinds = ids_and_kinds(chat(PROMPT, "--target", target, "--drafter", "ngram", "--depth", "0", max_tokens=48))
+    assert kinds == "P" * 48
+    drafted, kinds = ids_and_kinds(
+        chat(PROMPT, "--target", target, "--drafter", "ngram", "--depth", "3", max_tokens=48)
+    )
+    assert drafted == plain
+    assert kinds == "PPPPPPPAAABAARPPARRPPPPPPRPPAAABARPAAABAARPPRRAB"
 
 
 def test_the_engine_names_its_runtime_and_renders_with_the_folders_template(folders):
