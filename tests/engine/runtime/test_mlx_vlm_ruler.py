@@ -131,6 +131,25 @@ def test_eagle3_against_mlx_vlms_own_eagle3_rounds_gives_every_arm_the_same_ids(
     assert (ours.drafted, theirs.drafted) == (DEPTH * (N_TOKENS - 3) + 1, DEPTH * (N_TOKENS - 2) + 1)
 
 
+def test_bench_reads_a_drafter_folders_kind_from_its_config(tmp_path: Path):
+    """`draftlight bench --runtime mlx --drafter FOLDER` with an EAGLE-3 folder: the kind comes from its
+    config (engine.models.discover.drafter_kind), and its arms run against mlx-vlm's EAGLE-3 rounds."""
+    target, out = qwen35(tmp_path, "random", layers=4), tmp_path / "out"
+    drafter = write_eagle3(tmp_path / "eagle3", 12, vocab=TOKENIZER_VOCAB)
+    argv = ["bench", "--runtime", "mlx", "--target", str(target), "--drafter", str(drafter), "--depths",
+            f"0,{DEPTH}", "--only", "qa", "--tokens", str(N_TOKENS), "--repeats", "1", "--cool-pause", "0",
+            "--out", str(out), "--strict"]  # fmt: skip
+    table = io.StringIO()
+    with contextlib.redirect_stdout(table):
+        assert main(argv) == 0
+    data = json.loads((out / "bench-mlx.json").read_text())
+    assert data["config"]["kind"] == "eagle3" and data["config"]["drafter"] == str(drafter)
+    assert sorted(r["arm"] for r in data["records"]) == [
+        "mlx-lm d0", "mlx-vlm eagle3 d2", "ours-mlx d0", "ours-mlx eagle3 d2"
+    ]  # fmt: skip
+    assert data["mismatches"] == [] and "| mlx-vlm eagle3 d2 |" in table.getvalue()
+
+
 def test_dspark_against_mlx_vlms_own_dflash_rounds_gives_every_arm_the_same_ids(tmp_path: Path):
     """A DSpark folder (DFlash with a Markov head, random weights: every draft missed) reading the
     target's layers 0 and 2, against the DFlash rounds mlx-vlm runs DSpark with: as many rounds, and
