@@ -150,6 +150,23 @@ def test_bench_reads_a_drafter_folders_kind_from_its_config(tmp_path: Path):
     assert data["mismatches"] == [] and "| mlx-vlm eagle3 d2 |" in table.getvalue()
 
 
+def test_bench_refuses_a_folder_of_mtp_heads_alone_in_a_sentence(tmp_path: Path, capsys):
+    """MLX reads MTP heads from the target's own folder: a folder holding the heads alone is refused."""
+    import mlx.core as mx
+
+    target = qwen35(tmp_path, "random")
+    heads = tmp_path / "heads"
+    heads.mkdir()
+    (heads / "config.json").write_text((target / "config.json").read_text())
+    saved = mx.load(str(target / "model.safetensors"))
+    mx.save_safetensors(str(heads / "model.safetensors"), {k: v for k, v in saved.items() if k.startswith("mtp.")})
+    argv = ["bench", "--runtime", "mlx", "--target", str(target), "--drafter", str(heads), "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert "heads holds MTP heads alone, and the MLX runtime reads them from the target's own folder" in (
+        capsys.readouterr().err
+    )
+
+
 def test_dspark_against_mlx_vlms_own_dflash_rounds_gives_every_arm_the_same_ids(tmp_path: Path):
     """A DSpark folder (DFlash with a Markov head, random weights: every draft missed) reading the
     target's layers 0 and 2, against the DFlash rounds mlx-vlm runs DSpark with: as many rounds, and
