@@ -12,10 +12,17 @@ mlx_targets.py's writer: --hidden wide, --layers deep, every fourth layer attent
 gated delta-net as in Qwen 3.5, a tokenizer) drafts for itself: our MLX MTP round against mlx-vlm's
 (`mlx-vlm mtp dK`), and mlx-lm's plain loop at depth 0. --head noisy (the default) keeps some drafts
 and refuses others; copy keeps every one; random almost none. With --kind dflash, a random-weight
-DFlash drafter reading three of that target's layers against mlx-vlm's DFlash rounds: its drafts
-all miss, so the arms measure what a round costs.
+DFlash drafter reading three of that target's layers against mlx-vlm's DFlash rounds; --kind dspark,
+a random-weight DSpark drafter (DFlash with a Markov head) on those layers, against the DFlash
+rounds mlx-vlm runs it with; --kind eagle3, a random-weight EAGLE-3 drafter reading the inputs of
+three of its layers, against mlx-vlm's EAGLE-3 rounds. --kind assistant: a random-weight Gemma 4
+target (gemma4_targets.py's writer, --hidden wide, --layers deep, sliding and full attention in
+turn, the last two layers sharing keys and values) and a random-weight assistant for it, against
+mlx-vlm's MTP rounds on its Gemma 4 language model. These random drafters' drafts all miss, so the
+arms measure what a round costs.
 
-    PYTHONPATH=. python benchmarks/mlx_ruler.py [--tiny | --kind mtp [--hidden 512 --layers 8 --head noisy]]
+    PYTHONPATH=. python benchmarks/mlx_ruler.py [--tiny | --kind mtp [--hidden 512 --layers 8 --head noisy]
+        | --kind dflash|dspark|eagle3|assistant [--hidden 512 --layers 8]]
         [--tokens 64] [--repeats 3] [--depths 0,2,3] [--only code,qa]
 """
 
@@ -33,38 +40,63 @@ from engine.ruler import mlx_report
 from engine.ruler.mlx_arms import MlxBenchConfig, run_mlx_bench
 from engine.ruler.prompts import BUILT_IN, built_in
 
+READING = tuple(
+    k.name for k in (kinds.MTP, kinds.DFLASH, kinds.DSPARK, kinds.EAGLE3, kinds.ASSISTANT)
+)  # read the target
+
+
+def reading_pair(args: argparse.Namespace, where: Path) -> tuple[Path, Path | None]:
+    """A random-weight target of --hidden x --layers and the drafter of --kind that reads it (None: its MTP head)."""
+    from gemma4_targets import write_assistant, write_gemma4
+    from mlx_folders import CORPUS
+    from mlx_targets import write_dflash, write_dspark, write_eagle3, write_target
+
+    vocab, corpus = 1024, CORPUS + tuple(BUILT_IN.values())  # the prompts in words, not bytes: a short prefill
+    if args.kind == kinds.ASSISTANT.name:
+        target = write_gemma4(where / f"gemma4-{args.hidden}x{args.layers}", 0, tokenizer=corpus, vocab=vocab,
+                              width=args.hidden, layers=args.layers)  # fmt: skip
+        return target, write_assistant(where / "assistant", 1, target, backbone=args.hidden, vocab=vocab)
+    folder = where / f"qwen35-{args.hidden}x{args.layers}-mtp-{args.head}"
+    target = write_target(
+        folder, 0, args.head, args.layers, width=args.hidden, interval=4, tokenizer=corpus, vocab=vocab
+    )
+    layers = tuple(sorted({1, args.layers // 2, args.layers - 2}))  # up to three of its layers: DFlash, DSpark
+    if args.kind == kinds.DFLASH.name:
+        return target, write_dflash(where / "dflash", 1, layers, width=args.hidden, vocab=vocab)
+    if args.kind == kinds.DSPARK.name:
+        return target, write_dspark(where / "dspark", 1, target_layers=args.layers, vocab=vocab, width=args.hidden,
+                                    reads=layers)  # fmt: skip
+    if args.kind == kinds.EAGLE3.name:  # the inputs of its layers 1, L/2 and L-1
+        reads = (1, args.layers // 2, args.layers - 1)
+        return target, write_eagle3(where / "eagle3", 1, target_layers=reads, width=args.hidden, vocab=vocab)
+    return target, None  # the target's own MTP head
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--depths", default="0,2,3")
-    parser.add_argument("--only", help="built-in prompts (default: code,writing,qa; with --kind mtp or dflash: qa)")
+    parser.add_argument(
+        "--only", help="built-in prompts (default: code,writing,qa; with a --kind other than model: qa)"
+    )
     parser.add_argument("--no-llama", action="store_true", help="leave our llama arms out")
     parser.add_argument("--tiny", action="store_true", help="a random-weight folder drafting for itself")
     parser.add_argument(
-        "--kind", choices=("model", "mtp", "dflash"), default="model", help="mtp, dflash: a Qwen 3.5 and that drafter"
+        "--kind",
+        choices=(kinds.MODEL.name, *READING),
+        default="model",
+        help="mtp, dflash, dspark, eagle3: a Qwen 3.5 and that drafter; assistant: a Gemma 4 and its assistant",
     )
-    parser.add_argument("--hidden", type=int, default=512, help="--kind mtp: the target's width")
-    parser.add_argument("--layers", type=int, default=8, help="--kind mtp: the target's layers")
+    parser.add_argument("--hidden", type=int, default=512, help="with a --kind: the target's width")
+    parser.add_argument("--layers", type=int, default=8, help="with a --kind: the target's layers")
     parser.add_argument("--head", choices=("noisy", "copy", "random"), default="noisy", help="--kind mtp: the MTP head")
     parser.add_argument("--out", default="bench-results")
     args = parser.parse_args()
-    if args.kind in ("mtp", "dflash"):
+    if args.kind in READING:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "engine" / "runtime"))
-        from mlx_folders import CORPUS
-        from mlx_targets import write_dflash, write_target
-
-        where, vocab = Path(tempfile.mkdtemp()), 1024
-        corpus = CORPUS + tuple(BUILT_IN.values())  # the prompts in words, not bytes: a short prefill
-        folder = where / f"qwen35-{args.hidden}x{args.layers}-mtp-{args.head}"
-        target = write_target(
-            folder, 0, args.head, args.layers, width=args.hidden, interval=4, tokenizer=corpus, vocab=vocab
-        )
-        drafter, gguf = None, None
-        if args.kind == "dflash":  # random weights reading three of the target's layers: its drafts all miss
-            layers = (1, args.layers // 2, args.layers - 2)
-            drafter = write_dflash(where / "dflash", 1, layers, width=args.hidden, vocab=vocab)
+        target, drafter = reading_pair(args, Path(tempfile.mkdtemp()))
+        gguf = None
     elif args.tiny:
         from tests.engine.runtime.mlx_folders import write_qwen2_folder
 
@@ -76,7 +108,7 @@ def main() -> int:
     config = MlxBenchConfig(
         target=target,
         drafter=drafter,
-        kind={"mtp": kinds.MTP.name, "dflash": kinds.DFLASH.name}.get(args.kind, kinds.MODEL.name),
+        kind=args.kind,  # the kinds' own names (engine.drafting.kinds)
         prompts=built_in((args.only or ("code,writing,qa" if args.kind == "model" else "qa")).split(",")),
         depths=sorted({int(d) for d in args.depths.split(",")}),
         target_gguf=None if args.no_llama else gguf,

@@ -108,7 +108,7 @@ def discover(target_path: str | Path) -> Discovery:
 
 def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=()) -> Discovery:
     """`auto` for an MLX target folder: its own MTP heads; an MLX drafter folder beside it or on this
-    machine that fits (DFlash, DSpark, an assistant, an MTP head); a smaller model of its family that
+    machine that fits (DFlash, DSpark, EAGLE-3, an assistant, an MTP head); a smaller model of its family that
     shares its vocabulary. GGUF files beside it are passed over: the runtimes differ."""
     target = mlx_compat.read_mlx(target_path)
     if target is None:

@@ -3,8 +3,8 @@
 The rules are llama.cpp's in spirit, read from files rather than a loaded vocabulary: the two
 tokenizer.json vocabularies spell every token alike (or, where a drafter carries none, the
 vocabulary sizes agree within llama.cpp's tolerance), the special tokens agree, and a drafter that
-reads the target's insides (DFlash, DSpark, a Gemma 4 assistant, an MTP head) is as wide as the
-target. A GGUF drafter for an MLX target, or an MLX one for a GGUF target, is refused: the runtimes
+reads the target's insides (DFlash, DSpark, EAGLE-3, a Gemma 4 assistant, an MTP head) is as wide as
+the target. A GGUF drafter for an MLX target, or an MLX one for a GGUF target, is refused: the runtimes
 differ. Nothing here imports mlx.
 """
 
@@ -18,10 +18,11 @@ from engine.drafting import kinds
 from engine.models.compat import VOCAB_SIZE_TOLERANCE, Rule, Verdict, verdict_of
 from engine.models.mlx_folders import MAX_TOKENIZER_BYTES, MlxFolder, inside, read_folder, read_json
 
-KIND_OF = {"dflash": kinds.DFLASH, "dspark": kinds.DSPARK, "assistant": kinds.ASSISTANT, "mtp": kinds.MTP}
+KIND_OF = {"dflash": kinds.DFLASH, "dspark": kinds.DSPARK, "eagle3": kinds.EAGLE3, "assistant": kinds.ASSISTANT,
+           "mtp": kinds.MTP}  # fmt: skip
 WIDTH_KEYS = ("target_hidden_size", "backbone_hidden_size")
-WORDS = {"dflash": "a DFlash drafter", "dspark": "a DSpark drafter", "assistant": "a Gemma 4 assistant model",
-         "mtp": "an MTP head in a folder of its own"}  # fmt: skip
+WORDS = {"dflash": "a DFlash drafter", "dspark": "a DSpark drafter", "eagle3": "an EAGLE-3 drafter",
+         "assistant": "a Gemma 4 assistant model", "mtp": "an MTP head in a folder of its own"}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ A folder counts as an MLX model when it holds a config.json and *.safetensors we
   2. a safetensors header's `__metadata__` says `"format": "mlx"` (every file mlx_lm saves, quantized
      or not; PyTorch writes "pt");
   3. the weights come in MLX's quantized triplets: `X.weight` beside `X.scales` and `X.biases`;
-  4. config.json describes a drafter that MLX runtimes load as published (DFlash, DSpark, a Gemma 4
-     assistant, a Qwen MTP head), whatever its header's format.
+  4. config.json describes a drafter that MLX runtimes load as published (DFlash, DSpark, EAGLE-3, a
+     Gemma 4 assistant, a Qwen MTP head), whatever its header's format.
 A transformers/PyTorch checkpoint (format "pt" or none, no `quantization`) is not one: it is left out.
 
 Every file here is untrusted: config.json is read only below a size cap and must be a JSON object
@@ -36,6 +36,7 @@ DRAFTER_MODEL_TYPES = {
     "dspark": "dspark",
     "gemma4_assistant": "assistant",
     "gemma4_unified_assistant": "assistant",
+    "eagle3": "eagle3",
 }
 MTP_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
 
@@ -65,7 +66,7 @@ class MlxFolder:
     layers: int | None
     mtp_layers: int  # multi-token-prediction layers config.json declares
     mtp_weights: bool  # whether the weights carry them (mlx-community's conversions leave them out)
-    drafter: str  # "dflash", "dspark", "assistant", "mtp" (heads alone) or "" for a model of its own
+    drafter: str  # "dflash", "dspark", "eagle3", "assistant", "mtp" (heads alone) or "" for a model of its own
     config: dict
     packed: bool = False  # quantized weights (scales and biases beside them), whether config.json says so or not
 

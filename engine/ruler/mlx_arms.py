@@ -147,7 +147,7 @@ class MlxVlmArms(OracleArms):
         from engine.ruler.mlx_vlm_reference import load_drafter, load_target
 
         self.kind = kind
-        self.model = load_target(target)
+        self.model = load_target(target, kind)
         self.drafter = load_drafter(drafter or target, kind)
 
     def generate(self, ids: list[int], n_tokens: int, depth: int) -> ReferenceRun:

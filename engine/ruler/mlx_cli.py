@@ -1,7 +1,9 @@
 """`draftlight bench --runtime mlx`: the pair as MLX folders, converted from GGUF where that is what was named.
 
 `--drafter mtp` measures the target's own MTP head (an MLX folder with `mtp.*` weights) against
-mlx-vlm's own MTP rounds."""
+mlx-vlm's own MTP rounds; a drafter folder that reads the target (DFlash, DSpark, EAGLE-3, Gemma 4's
+assistant: its kind read from its config, engine.models.discover.drafter_kind) against mlx-vlm's
+rounds for that kind; any other folder, or a GGUF file, is a draft model, against mlx-lm's loops."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 from engine.drafting import kinds
 from engine.errors import DraftlightError
 from engine.models import catalog
+from engine.models.discover import drafter_kind
 from engine.progress import terminal_progress
 from engine.ruler.prompts import built_in, load_file
 from engine.runtime.formats import model_format
@@ -36,13 +39,20 @@ def cmd_bench_mlx(args: argparse.Namespace) -> int:
         raise DraftlightError("The MLX ruler measures one draft model: give --drafter once.")
     progress = terminal_progress()
     target, target_gguf = _pair_member(args.target, catalog.DEFAULT_TARGET, progress)
-    kind = kinds.MTP if drafters[0] == kinds.MTP.name else kinds.MODEL
-    if kind is kinds.MTP:
-        drafter, drafter_gguf = None, None
+    if drafters[0] == kinds.MTP.name:
+        kind, drafter, drafter_gguf = kinds.MTP, None, None
     elif drafters[0] in kinds.KEYWORDS:
-        raise DraftlightError(f"The MLX ruler measures a draft model or the target's MTP head, not {drafters[0]}.")
+        raise DraftlightError(
+            f"The MLX ruler measures a draft model, the target's MTP head or a drafter folder, not {drafters[0]}."
+        )
     else:
         drafter, drafter_gguf = _pair_member(drafters[0], catalog.DEFAULT_DRAFTER, progress)
+        kind = kinds.KINDS[drafter_kind(target, drafter)]  # from the folder's headers: DFlash, EAGLE-3, ...
+        if kind is kinds.MTP:
+            raise DraftlightError(
+                f"{drafter.name} holds MTP heads alone, and the MLX runtime reads them from the target's own "
+                "folder only: give --drafter mtp with a target that carries them."
+            )
     both = target_gguf is not None and drafter_gguf is not None and not args.no_oracle
     config = MlxBenchConfig(
         target=target,

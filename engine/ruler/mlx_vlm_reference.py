@@ -36,11 +36,37 @@ DRAFT_KINDS = {
 }
 
 
-def load_target(folder: Path) -> nn.Module:
-    """mlx-vlm's own model on an MLX folder's weights, as its load does (its language model runs the rounds)."""
+def load_target(folder: Path, kind: str) -> nn.Module:
+    """mlx-vlm's own model on an MLX folder's weights, as its load does (its language model runs the rounds).
+
+    A text-only Gemma 4 folder (model_type gemma4_text) loads as mlx-vlm's text-only class, which takes
+    the MTP loop's asks for the last layer and the keys and values and hands back neither; so for a
+    drafter of the MTP kind (Gemma 4's assistant) its language model is mlx-vlm's Gemma 4 one, the class
+    a published (multimodal) Gemma 4 folder runs on, with the same weights."""
     from mlx_vlm.utils import load_model
 
-    return load_model(Path(folder), strict=False)  # a text-only folder has no vision tower's weights
+    model = load_model(Path(folder), strict=False)  # a text-only folder has no vision tower's weights
+    if DRAFT_KINDS.get(kind) == "mtp" and getattr(model.config, "model_type", "") == "gemma4_text":
+        model.language_model = _gemma4_language_model(Path(folder), model.language_model)
+    return model
+
+
+def _gemma4_language_model(folder: Path, text_only: nn.Module) -> nn.Module:
+    """mlx-vlm's Gemma 4 language model (mlx_vlm.models.gemma4) on a text-only one's loaded weights."""
+    import json
+
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models.gemma4.config import TextConfig
+    from mlx_vlm.models.gemma4.language import LanguageModel
+
+    lm = LanguageModel(TextConfig.from_dict(json.loads((folder / "config.json").read_text())))
+    try:
+        lm.load_weights(tree_flatten(text_only.parameters()))
+    except ValueError as e:
+        raise IncompatibleDrafter(
+            f"mlx-vlm's Gemma 4 language model, which its MTP rounds need, cannot take {folder.name}'s weights: {e}"
+        ) from e
+    return lm
 
 
 def load_drafter(folder: Path, kind: str) -> nn.Module:

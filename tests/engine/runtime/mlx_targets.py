@@ -2,8 +2,10 @@
 
 Random weights; every layer full attention, so the target's KV cache trims a rejected draft. Our
 side loads the folder with MlxModel.load (mlx-lm's class, which drops any `mtp.*` weights); the
-oracle builds mlx-vlm's own Qwen 3.5 class on the same weights. Shared by test_mlx_drafters.py
-(MTP heads), test_mlx_eagle3.py, test_mlx_dflash.py and test_mlx_dspark.py.
+oracle builds mlx-vlm's own Qwen 3.5 class on the same weights. The drafters that read them are
+written here too (DFlash, DSpark, EAGLE-3), for their oracle tests and the MLX ruler's alike. Shared by
+test_mlx_drafters.py (MTP heads), test_mlx_eagle3.py, test_mlx_dflash.py, test_mlx_dspark.py,
+test_mlx_vlm_ruler.py and benchmarks/mlx_ruler.py.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from mlx_lm.models import qwen3_5 as lm_qwen3_5
 from mlx_vlm.models.qwen3_5.config import ModelConfig, TextConfig
 from mlx_vlm.models.qwen3_5.language import LanguageModel
 from mlx_vlm.speculative.dflash import _dflash_rounds
-from mlx_vlm.speculative.drafters import DFlashDraftModel
+from mlx_vlm.speculative.drafters import DFlashDraftModel, DSparkDraftModel
+from mlx_vlm.speculative.drafters.dspark.config import DSparkConfig
+from mlx_vlm.speculative.drafters.eagle3.config import Eagle3Config
+from mlx_vlm.speculative.drafters.eagle3.eagle3 import Eagle3DraftModel
 from mlx_vlm.speculative.drafters.qwen3_5_mtp import ModelConfig as HeadConfig
 from mlx_vlm.speculative.drafters.qwen3_5_mtp import Qwen3_5MTPDraftModel
 from mlx_vlm.speculative.drafters.qwen3_dflash import ModelConfig as DFlashConfig
@@ -162,6 +167,113 @@ def write_dflash(
     if silent:
         for name in ("layers.0.self_attn.o_proj.weight", "layers.0.mlp.down_proj.weight"):
             weights[name] = mx.zeros_like(weights[name])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return folder
+
+
+def write_dspark(
+    folder: Path,
+    seed: int,
+    anchor: bool = True,
+    silent: bool = False,
+    target_layers: int = 3,
+    vocab: int = VOCAB,
+    width: int = WIDTH,
+    reads: tuple[int, ...] = (0, 2),
+) -> Path:
+    """A DSpark drafter folder (random weights, the target's embeddings and head borrowed), at a fixed
+    block of 4 (the last token and three drafts), reading layers `reads` of a target of `target_layers`
+    layers `width` wide. `anchor`: the last token's slot drafts too. `silent`: its attention, MLP and
+    Markov head add nothing, so each slot answers with the target's head over the embedding it holds
+    (DFLASH_MASK, or the last token)."""
+    cfg = {
+        "model_type": "qwen3",
+        "hidden_size": width,
+        "intermediate_size": 2 * width,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": vocab,
+        "max_position_embeddings": 512,
+        "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-6,
+        "dflash_config": {
+            "projector_type": "dspark",
+            "mask_token_id": DFLASH_MASK,
+            "target_layer_ids": list(reads),
+            "num_target_layers": target_layers,
+            "block_size": 3,
+            "markov_rank": 8,
+            "block_size_policy": "fixed",
+            "sample_from_anchor": anchor,
+        },
+    }
+    mx.random.seed(seed)
+    drafter = DSparkDraftModel(DSparkConfig.from_dict(cfg))
+    weights = dict(tree_flatten(drafter.parameters()))
+    weights["markov_head.markov_w2.weight"] *= 8  # loud enough to change drafts the base rows would make
+    if silent:
+        for name in (
+            "layers.0.self_attn.o_proj.weight",
+            "layers.0.mlp.down_proj.weight",
+            "markov_head.markov_w2.weight",
+        ):
+            weights[name] = mx.zeros_like(weights[name])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
+    return folder
+
+
+def write_eagle3(
+    folder: Path,
+    seed: int,
+    draft_vocab: int | None = None,
+    target_layers: tuple[int, ...] = (1, 2, 3),
+    guesses: tuple[list[int], mx.array] | None = None,
+    width: int = WIDTH,
+    vocab: int = VOCAB,
+) -> Path:
+    """An EAGLE-3 drafter folder (random weights) for a target `width` wide of `vocab` tokens; with
+    `draft_vocab` below `vocab`, its tokens map to a random subset of the target's by d2t. With
+    `guesses` (the token two on from each token, for a permuted copy target, and the target's
+    embeddings) its fc passes the first layer read through (the target's embedding of the token
+    before), its MLP adds nothing, its attention noise, and its head guesses from that embedding: the
+    first draft is kept, and the others hang on the drafter's cache."""
+    draft_vocab = vocab if draft_vocab is None else draft_vocab
+    cfg = {
+        "model_type": "eagle3",
+        "transformer_layer_config": {
+            "model_type": "llama",
+            "hidden_size": width,
+            "intermediate_size": 2 * width,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "vocab_size": vocab,
+            "max_position_embeddings": 512,
+        },
+        "draft_vocab_size": draft_vocab,
+        "target_hidden_size": width,
+        "target_layer_ids": list(target_layers),
+        "block_size": 4,
+    }
+    mx.random.seed(seed)
+    drafter = Eagle3DraftModel(Eagle3Config.from_dict(cfg))
+    weights = dict(tree_flatten(drafter.parameters()))
+    if guesses is not None:
+        zeros = mx.zeros((width, width))
+        weights["fc.weight"] = mx.concatenate([mx.eye(width), zeros, zeros], axis=1)
+        weights["layers.0.mlp.down_proj.weight"] = mx.zeros_like(weights["layers.0.mlp.down_proj.weight"])
+        weights["layers.0.self_attn.o_proj.weight"] *= 2.0
+        weights["lm_head.weight"] = rows_for(guesses[1], mx.array(guesses[0]))
+    if draft_vocab != vocab:
+        hot = mx.sort(mx.random.permutation(vocab)[:draft_vocab])
+        weights["d2t"] = (hot - mx.arange(draft_vocab)).astype(mx.int32)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(cfg))
     mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})

@@ -1,7 +1,7 @@
 """Gemma 4's assistant on the MLX runtime, against mlx-vlm 0.7.10's own assistant generation (`_mtp_rounds`).
 
-A tiny Gemma 4 target (gemma4_targets.py) and a tiny assistant (mlx-vlm's Gemma4AssistantDraftModel) are
-written as MLX folders; engine.drafting.kinds loads the assistant for the target's MlxContext. The
+A tiny Gemma 4 target and a tiny assistant (mlx-vlm's Gemma4AssistantDraftModel), both gemma4_targets.py's,
+are written as MLX folders; engine.drafting.kinds loads the assistant for the target's MlxContext. The
 oracle is mlx-vlm's own Gemma 4 on the same weights, its assistant and its round loop, greedy. Fast.
 """
 
@@ -16,68 +16,14 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
-from gemma4_targets import SILENT, TARGET, WIDTH, oracle_gemma4, write_gemma4  # noqa: E402
-from mlx.utils import tree_flatten  # noqa: E402
-from mlx_targets import N_TOKENS, PROMPT, VOCAB, A, B, P, R, plain, provenance, recording, reply  # noqa: E402
-from mlx_vlm.speculative.drafters.gemma4_assistant import Gemma4AssistantDraftModel  # noqa: E402
-from mlx_vlm.speculative.drafters.gemma4_assistant import ModelConfig as AssistantConfig  # noqa: E402
+from gemma4_targets import WIDTH, oracle_gemma4, write_assistant, write_gemma4  # noqa: E402
+from mlx_targets import N_TOKENS, PROMPT, A, B, P, R, plain, provenance, recording, reply  # noqa: E402
 from mlx_vlm.speculative.mtp import _mtp_rounds  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
 from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant  # noqa: E402
 from engine.errors import IncompatibleDrafter  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
-
-
-def write_assistant(
-    folder: Path,
-    seed: int,
-    target: Path,
-    variant: str = "random",
-    width: int = 32,
-    backbone: int = WIDTH,
-    vocab: int = VOCAB,
-    centroids: bool = False,
-) -> Path:
-    """An assistant's MLX folder, random, or with `variant` "copy": as wide as the target, its layers
-    silent, it reads the token's embedding alone and shares the target's embeddings, so it guesses what
-    a copy target writes after the token (every draft kept), and a random target's now and then.
-    `centroids`: its head is mlx-vlm's centroid-routed one (use_ordered_embeddings), a token a centroid."""
-    width = WIDTH if variant == "copy" else width
-    text = {
-        **TARGET,
-        "hidden_size": width,
-        "num_hidden_layers": 2,
-        "layer_types": ["sliding_attention", "full_attention"],
-        "num_kv_shared_layers": 2,
-        "hidden_size_per_layer_input": 0,
-        "final_logit_softcapping": None,
-        "vocab_size": vocab,
-    }
-    cfg = {
-        "model_type": "gemma4_assistant",
-        "backbone_hidden_size": backbone,
-        "block_size": 4,
-        "tie_word_embeddings": True,
-        "text_config": text,
-        "use_ordered_embeddings": centroids,
-        "num_centroids": vocab,
-        "centroid_intermediate_top_k": 8,
-    }
-    mx.random.seed(seed)
-    assistant = Gemma4AssistantDraftModel(AssistantConfig.from_dict(cfg))
-    weights = dict(tree_flatten(assistant.parameters()))
-    if centroids:
-        weights["masked_embedding.token_ordering"] = mx.random.permutation(vocab).astype(mx.int32)
-    if variant == "copy":
-        weights = {k: mx.zeros_like(v) if k.endswith(SILENT) else v for k, v in weights.items()}
-        saved = mx.load(str(target / "model.safetensors"))
-        weights["model.embed_tokens.weight"] = saved["model.embed_tokens.weight"]
-        weights["pre_projection.weight"] = mx.concatenate([mx.eye(WIDTH), mx.zeros((WIDTH, WIDTH))], axis=1)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
-    return folder
 
 
 def load(ctx: MlxContext, folder: Path, depth: int) -> MlxAssistantDrafter:

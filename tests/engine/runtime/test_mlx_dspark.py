@@ -1,9 +1,9 @@
 """DSpark (DFlash with a Markov head) on the MLX runtime, against mlx-vlm 0.7.10's own DSpark generation.
 
-A tiny DSpark drafter (mlx-vlm's DSparkDraftModel, random weights) is written as its own MLX folder
-beside a tiny Qwen 3.5 target (mlx_targets.py); engine.drafting.kinds loads it for the target's
-MlxContext. The oracle is mlx-vlm's `_dflash_rounds`, the loop it runs DSpark with, on its own
-Qwen 3.5 over the same weights. Fast.
+A tiny DSpark drafter (mlx-vlm's DSparkDraftModel, random weights: mlx_targets.write_dspark) is written
+as its own MLX folder beside a tiny Qwen 3.5 target (mlx_targets.py); engine.drafting.kinds loads it
+for the target's MlxContext. The oracle is mlx-vlm's `_dflash_rounds`, the loop it runs DSpark with,
+on its own Qwen 3.5 over the same weights. Fast.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from gemma4_targets import TARGET as GEMMA4  # noqa: E402
 from gemma4_targets import oracle_gemma4, write_gemma4  # noqa: E402
 from mlx.utils import tree_flatten  # noqa: E402
 from mlx_targets import (  # noqa: E402
+    DFLASH_MASK,
     N_TOKENS,
-    PROMPT,
-    VOCAB,
-    WIDTH,
     A,
     B,
     P,
@@ -34,10 +32,9 @@ from mlx_targets import (  # noqa: E402
     plain,
     provenance,
     reply,
+    write_dspark,
     write_target,
 )
-from mlx_vlm.speculative.drafters import DSparkDraftModel  # noqa: E402
-from mlx_vlm.speculative.drafters.dspark.config import DSparkConfig  # noqa: E402
 from mlx_vlm.speculative.drafters.gemma4_dspark import Gemma4DsparkConfig, Gemma4DSparkDraftModel  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
@@ -46,59 +43,7 @@ from engine.errors import IncompatibleDrafter  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
 
 LAYERS = 3
-MASK = PROMPT[-1]  # the known-by-construction variant's target writes it after itself
-
-
-def write_dspark(
-    folder: Path,
-    seed: int,
-    anchor: bool = True,
-    silent: bool = False,
-    target_layers: int = LAYERS,
-    vocab: int = VOCAB,
-) -> Path:
-    """A DSpark drafter folder (random weights, the target's embeddings and head borrowed), at a fixed
-    block of 4 (the last token and three drafts). `anchor`: the last token's slot drafts too. `silent`:
-    its attention, MLP and Markov head add nothing, so each slot answers with the target's head over
-    the embedding it holds (MASK, or the last token)."""
-    cfg = {
-        "model_type": "qwen3",
-        "hidden_size": WIDTH,
-        "intermediate_size": 128,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "vocab_size": vocab,
-        "max_position_embeddings": 512,
-        "rope_theta": 10000.0,
-        "rms_norm_eps": 1e-6,
-        "dflash_config": {
-            "projector_type": "dspark",
-            "mask_token_id": MASK,
-            "target_layer_ids": [0, 2],
-            "num_target_layers": target_layers,
-            "block_size": 3,
-            "markov_rank": 8,
-            "block_size_policy": "fixed",
-            "sample_from_anchor": anchor,
-        },
-    }
-    mx.random.seed(seed)
-    drafter = DSparkDraftModel(DSparkConfig.from_dict(cfg))
-    weights = dict(tree_flatten(drafter.parameters()))
-    weights["markov_head.markov_w2.weight"] *= 8  # loud enough to change drafts the base rows would make
-    if silent:
-        for name in (
-            "layers.0.self_attn.o_proj.weight",
-            "layers.0.mlp.down_proj.weight",
-            "markov_head.markov_w2.weight",
-        ):
-            weights[name] = mx.zeros_like(weights[name])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
-    return folder
+MASK = DFLASH_MASK  # write_dspark's; the known-by-construction variant's target writes it after itself
 
 
 def load(ctx: MlxContext, folder: Path, depth: int) -> MlxDflashDrafter:

@@ -1,13 +1,12 @@
 """EAGLE-3 on the MLX runtime, against mlx-vlm 0.7.10's own EAGLE-3 generation (`_eagle3_rounds`).
 
-A tiny EAGLE-3 drafter (mlx-vlm's Eagle3DraftModel, random weights) is written as its own MLX
-folder beside a tiny Qwen 3.5 target (mlx_targets.py); engine.drafting.kinds loads it for the
-target's MlxContext. The oracle runs mlx-vlm's own Qwen 3.5 on the same weights. Fast.
+A tiny EAGLE-3 drafter (mlx-vlm's Eagle3DraftModel, random weights: mlx_targets.write_eagle3) is
+written as its own MLX folder beside a tiny Qwen 3.5 target (mlx_targets.py); engine.drafting.kinds
+loads it for the target's MlxContext. The oracle runs mlx-vlm's own Qwen 3.5 on the same weights. Fast.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,10 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
-from mlx.utils import tree_flatten  # noqa: E402
 from mlx_targets import (  # noqa: E402
     N_TOKENS,
     PROMPT,
     VOCAB,
-    WIDTH,
     load_target,
     next_tokens,
     oracle_target,
@@ -29,11 +26,9 @@ from mlx_targets import (  # noqa: E402
     provenance,
     recording,
     reply,
-    rows_for,
+    write_eagle3,
     write_target,
 )
-from mlx_vlm.speculative.drafters.eagle3.config import Eagle3Config  # noqa: E402
-from mlx_vlm.speculative.drafters.eagle3.eagle3 import Eagle3DraftModel  # noqa: E402
 from mlx_vlm.speculative.eagle3 import _eagle3_rounds  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
@@ -43,55 +38,6 @@ from engine.runtime.mlx import MlxContext  # noqa: E402
 
 LAYERS = 4  # the target's: EAGLE-3 reads the inputs of its layers 1, 2 and 3
 DRAFT_VOCAB = 40  # a drafter vocabulary of its own, mapped into the target's by d2t
-
-
-def write_eagle3(
-    folder: Path,
-    seed: int,
-    draft_vocab: int = VOCAB,
-    target_layers: tuple[int, ...] = (1, 2, 3),
-    guesses: tuple[list[int], mx.array] | None = None,
-) -> Path:
-    """An EAGLE-3 drafter folder (random weights) for the test target; with `draft_vocab` below the
-    target's, its tokens map to a random subset of the target's by d2t. With `guesses` (the token
-    two on from each token, for a permuted copy target, and the target's embeddings) its fc passes the first layer read through
-    (the target's embedding of the token before), its MLP adds nothing, its attention noise,
-    and its head guesses from that embedding: the first draft is kept, and the others hang on the
-    drafter's cache."""
-    cfg = {
-        "model_type": "eagle3",
-        "transformer_layer_config": {
-            "model_type": "llama",
-            "hidden_size": WIDTH,
-            "intermediate_size": 128,
-            "num_hidden_layers": 1,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 16,
-            "vocab_size": VOCAB,
-            "max_position_embeddings": 512,
-        },
-        "draft_vocab_size": draft_vocab,
-        "target_hidden_size": WIDTH,
-        "target_layer_ids": list(target_layers),
-        "block_size": 4,
-    }
-    mx.random.seed(seed)
-    drafter = Eagle3DraftModel(Eagle3Config.from_dict(cfg))
-    weights = dict(tree_flatten(drafter.parameters()))
-    if guesses is not None:
-        zeros = mx.zeros((WIDTH, WIDTH))
-        weights["fc.weight"] = mx.concatenate([mx.eye(WIDTH), zeros, zeros], axis=1)
-        weights["layers.0.mlp.down_proj.weight"] = mx.zeros_like(weights["layers.0.mlp.down_proj.weight"])
-        weights["layers.0.self_attn.o_proj.weight"] *= 2.0
-        weights["lm_head.weight"] = rows_for(guesses[1], mx.array(guesses[0]))
-    if draft_vocab != VOCAB:
-        hot = mx.sort(mx.random.permutation(VOCAB)[:draft_vocab])
-        weights["d2t"] = (hot - mx.arange(draft_vocab)).astype(mx.int32)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    mx.save_safetensors(str(folder / "model.safetensors"), weights, metadata={"format": "mlx"})
-    return folder
 
 
 def load(ctx: MlxContext, folder: Path, depth: int) -> MlxEagle3Drafter:

@@ -1,9 +1,12 @@
-"""The MLX ruler with a drafter that reads the target: our MTP round against mlx-vlm 0.7.10's own rounds.
+"""The MLX ruler with a drafter that reads the target: our rounds against mlx-vlm 0.7.10's own rounds.
 
 A tiny Qwen 3.5 folder with its MTP head and a tokenizer (mlx_targets.write_target), a gated delta-net
 layer and an attention layer as Qwen 3.5 has them; run_mlx_bench runs our engine, mlx-lm's plain loop
 (depth 0) and mlx-vlm's run_speculative_rounds (engine.ruler.mlx_vlm_reference) on the same prompt ids.
-Greedy, so every arm writes the ids of our depth 0. Fast: MLX's CPU backend.
+Every kind that reads the target: its MTP head, and folders of their own for DFlash, DSpark and
+EAGLE-3 (mlx_targets' writers), and Gemma 4's assistant on a tiny Gemma 4 (gemma4_targets'), the
+writers the kinds' oracle tests use. Greedy, so every arm writes the ids of our depth 0. Fast: MLX's
+CPU backend.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
+from gemma4_targets import write_assistant, write_gemma4
 from mlx_folders import CORPUS
-from mlx_targets import TOKENIZER_VOCAB, write_dflash, write_target
+from mlx_targets import TOKENIZER_VOCAB, write_dflash, write_dspark, write_eagle3, write_target
 
 from engine.cli import main
 from engine.drafting import kinds
@@ -101,6 +105,95 @@ def test_dflash_against_mlx_vlms_own_dflash_rounds_gives_every_arm_the_same_ids(
     assert mlx_report.mismatches(result) == []
     ours, theirs = records["ours-mlx dflash d2"], records["mlx-vlm dflash d2"]
     assert ours.rounds == theirs.rounds and 0 < ours.drafted <= theirs.drafted and ours.accepted == theirs.accepted
+
+
+def same_ids(result, records: dict) -> list[int]:
+    """Depth 0's ids, which every arm wrote (the report finds no mismatch)."""
+    ids = records["ours-mlx d0"].token_ids
+    assert len(ids) == N_TOKENS and len(set(ids)) > 3
+    assert all(r.token_ids == ids for r in records.values())
+    assert mlx_report.mismatches(result) == []
+    return ids
+
+
+def test_eagle3_against_mlx_vlms_own_eagle3_rounds_gives_every_arm_the_same_ids(tmp_path: Path):
+    """An EAGLE-3 folder reading the inputs of the target's layers 1-3 (random weights: every draft
+    missed, each round writes one token): as many rounds in our loop as in mlx-vlm's EAGLE-3 rounds.
+    Ours drafts no more than the tokens left less one (room for the bonus): one in the round before
+    last, none in the last; mlx-vlm's block is at most the tokens left plus one: one in its last."""
+    target = qwen35(tmp_path, "random", layers=4)
+    drafter = write_eagle3(tmp_path / "eagle3", 12, vocab=TOKENIZER_VOCAB)
+    result, records = bench(target, drafter, kinds.EAGLE3.name)
+    assert sorted(records) == ["mlx-lm d0", "mlx-vlm eagle3 d2", "ours-mlx d0", "ours-mlx eagle3 d2"]
+    same_ids(result, records)
+    ours, theirs = records["ours-mlx eagle3 d2"], records["mlx-vlm eagle3 d2"]
+    assert ours.rounds == theirs.rounds == N_TOKENS - 1 and ours.accepted == theirs.accepted == 0
+    assert (ours.drafted, theirs.drafted) == (DEPTH * (N_TOKENS - 3) + 1, DEPTH * (N_TOKENS - 2) + 1)
+
+
+def test_bench_reads_a_drafter_folders_kind_from_its_config(tmp_path: Path):
+    """`draftlight bench --runtime mlx --drafter FOLDER` with an EAGLE-3 folder: the kind comes from its
+    config (engine.models.discover.drafter_kind), and its arms run against mlx-vlm's EAGLE-3 rounds."""
+    target, out = qwen35(tmp_path, "random", layers=4), tmp_path / "out"
+    drafter = write_eagle3(tmp_path / "eagle3", 12, vocab=TOKENIZER_VOCAB)
+    argv = ["bench", "--runtime", "mlx", "--target", str(target), "--drafter", str(drafter), "--depths",
+            f"0,{DEPTH}", "--only", "qa", "--tokens", str(N_TOKENS), "--repeats", "1", "--cool-pause", "0",
+            "--out", str(out), "--strict"]  # fmt: skip
+    table = io.StringIO()
+    with contextlib.redirect_stdout(table):
+        assert main(argv) == 0
+    data = json.loads((out / "bench-mlx.json").read_text())
+    assert data["config"]["kind"] == "eagle3" and data["config"]["drafter"] == str(drafter)
+    assert sorted(r["arm"] for r in data["records"]) == [
+        "mlx-lm d0", "mlx-vlm eagle3 d2", "ours-mlx d0", "ours-mlx eagle3 d2"
+    ]  # fmt: skip
+    assert data["mismatches"] == [] and "| mlx-vlm eagle3 d2 |" in table.getvalue()
+
+
+def test_bench_refuses_a_folder_of_mtp_heads_alone_in_a_sentence(tmp_path: Path, capsys):
+    """MLX reads MTP heads from the target's own folder: a folder holding the heads alone is refused."""
+    import mlx.core as mx
+
+    target = qwen35(tmp_path, "random")
+    heads = tmp_path / "heads"
+    heads.mkdir()
+    (heads / "config.json").write_text((target / "config.json").read_text())
+    saved = mx.load(str(target / "model.safetensors"))
+    mx.save_safetensors(str(heads / "model.safetensors"), {k: v for k, v in saved.items() if k.startswith("mtp.")})
+    argv = ["bench", "--runtime", "mlx", "--target", str(target), "--drafter", str(heads), "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert "heads holds MTP heads alone, and the MLX runtime reads them from the target's own folder" in (
+        capsys.readouterr().err
+    )
+
+
+def test_dspark_against_mlx_vlms_own_dflash_rounds_gives_every_arm_the_same_ids(tmp_path: Path):
+    """A DSpark folder (DFlash with a Markov head, random weights: every draft missed) reading the
+    target's layers 0 and 2, against the DFlash rounds mlx-vlm runs DSpark with: as many rounds, and
+    the last two draft as EAGLE-3's do (ours leaves room for the bonus; mlx-vlm drafts one with one left)."""
+    target = qwen35(tmp_path, "random", layers=3)
+    drafter = write_dspark(tmp_path / "dspark", 141, vocab=TOKENIZER_VOCAB)
+    result, records = bench(target, drafter, kinds.DSPARK.name)
+    assert sorted(records) == ["mlx-lm d0", "mlx-vlm dspark d2", "ours-mlx d0", "ours-mlx dspark d2"]
+    same_ids(result, records)
+    ours, theirs = records["ours-mlx dspark d2"], records["mlx-vlm dspark d2"]
+    assert ours.rounds == theirs.rounds == N_TOKENS - 1 and ours.accepted == theirs.accepted == 0
+    assert (ours.drafted, theirs.drafted) == (DEPTH * (N_TOKENS - 3) + 1, DEPTH * (N_TOKENS - 2) + 1)
+
+
+def test_gemma4_assistant_against_mlx_vlms_own_mtp_rounds_drafts_and_keeps_alike(tmp_path: Path):
+    """Gemma 4's assistant (the copy one: it guesses from the token's embedding) on the random Gemma 4
+    it was written for, a text-only folder: mlx-vlm's MTP rounds run on its Gemma 4 language model over
+    the folder's weights (its text-only class hands the loop no hidden states). Some drafts kept, some
+    refused, and the two loops draft and keep the same in the same rounds, to the last."""
+    target = write_gemma4(tmp_path / "gemma4", 61, tokenizer=CORPUS)
+    drafter = write_assistant(tmp_path / "assistant", 161, target, "copy", vocab=TOKENIZER_VOCAB)
+    result, records = bench(target, drafter, kinds.ASSISTANT.name)
+    assert sorted(records) == ["mlx-lm d0", "mlx-vlm assistant d2", "ours-mlx assistant d2", "ours-mlx d0"]
+    same_ids(result, records)
+    ours, theirs = records["ours-mlx assistant d2"], records["mlx-vlm assistant d2"]
+    assert (ours.rounds, ours.drafted, ours.accepted) == (theirs.rounds, theirs.drafted, theirs.accepted)
+    assert 0 < ours.accepted < ours.drafted and ours.acceptance_per_position == theirs.acceptance_per_position
 
 
 def test_acceptance_per_position_from_each_rounds_counts():
