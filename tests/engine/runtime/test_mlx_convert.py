@@ -19,6 +19,7 @@ mx = pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 gguf = pytest.importorskip("gguf")
 
+from engine.chat import Message, template_for  # noqa: E402
 from engine.depth import FixedDepth  # noqa: E402
 from engine.drafting import ModelDrafter  # noqa: E402
 from engine.errors import ModelFileError  # noqa: E402
@@ -263,8 +264,15 @@ default_pair = pytest.mark.skipif(
 
 @default_pair
 def test_the_converted_target_tokenizes_and_stops_as_llama_cpp(mlx_default_pair, target_path, drafter_path):
-    cpp = Model(target_path, vocab_only=True)
-    for folder in mlx_default_pair:
+    """Each folder spells, stops and renders as its GGUF does: the chat template is the GGUF's own
+    (Qwen2.5-Coder's, with its default system line), rendered alike by the folder's tokenizer and by
+    the engine's sandbox from the GGUF."""
+    qwen = (
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
+    for folder, gguf in zip(mlx_default_pair, (target_path, drafter_path), strict=True):
+        cpp = Model(gguf, vocab_only=True)
         model = MlxModel.load(folder)
         for text in REAL_TEXTS:
             assert model.tokenize(text) == cpp.tokenize(text), text
@@ -273,7 +281,7 @@ def test_the_converted_target_tokenizes_and_stops_as_llama_cpp(mlx_default_pair,
         rendered = model.tokenizer.apply_chat_template(
             [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
         )
-        assert rendered == CHAT.format("hi")
+        assert rendered == template_for(cpp).render([Message("user", "hi")]) == qwen
 
 
 @default_pair
