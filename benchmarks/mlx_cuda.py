@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from engine.ruler import mlx_report
-from engine.ruler.mlx_arms import MlxBenchConfig, run_mlx_bench
+from engine.ruler.mlx_arms import MlxBenchConfig
 from engine.ruler.prompts import built_in
 
 # hidden, layers, heads, kv heads, intermediate: Qwen2.5 1.5B and 0.5B (both vocab 151936, tied embeddings)
@@ -103,11 +103,8 @@ def main() -> int:
         n_tokens=args.tokens,
         repeats=args.repeats,
     )
-    result = run_mlx_bench(config, lambda line: print(line, file=sys.stderr, flush=True))
-    paths = mlx_report.write(result, Path(args.out))
-    print(mlx_report.markdown(result))
-    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
-    return 1 if mlx_report.mismatches(result) else 0
+    found = mlx_report.run_and_print(config, Path(args.out))
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

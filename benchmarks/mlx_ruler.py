@@ -37,7 +37,7 @@ from engine.drafting import kinds
 from engine.models import catalog
 from engine.models.mlx_conversions import mlx_folder_for
 from engine.ruler import mlx_report
-from engine.ruler.mlx_arms import MlxBenchConfig, run_mlx_bench
+from engine.ruler.mlx_arms import MlxBenchConfig
 from engine.ruler.prompts import BUILT_IN, built_in
 
 READING = tuple(
@@ -116,11 +116,8 @@ def main() -> int:
         n_tokens=args.tokens,
         repeats=args.repeats,
     )
-    result = run_mlx_bench(config, lambda line: print(line, file=sys.stderr, flush=True))
-    paths = mlx_report.write(result, Path(args.out))
-    print(mlx_report.markdown(result))
-    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
-    return 1 if mlx_report.mismatches(result) else 0
+    found = mlx_report.run_and_print(config, Path(args.out))
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

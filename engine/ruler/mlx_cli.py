@@ -32,7 +32,7 @@ def _pair_member(spec: str, default: catalog.CatalogModel, progress) -> tuple[Pa
 
 def cmd_bench_mlx(args: argparse.Namespace) -> int:
     from engine.ruler import mlx_report
-    from engine.ruler.mlx_arms import MlxBenchConfig, run_mlx_bench
+    from engine.ruler.mlx_arms import MlxBenchConfig
 
     drafters = args.drafter or ["default"]
     if len(drafters) != 1:
@@ -69,8 +69,5 @@ def cmd_bench_mlx(args: argparse.Namespace) -> int:
         thinking=args.thinking == "on",
         cool_pause_s=args.cool_pause,
     )
-    result = run_mlx_bench(config, lambda line: print(line, file=sys.stderr, flush=True))
-    paths = mlx_report.write(result, Path(args.out))
-    print(mlx_report.markdown(result))
-    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
-    return 1 if mlx_report.mismatches(result) and args.strict else 0
+    found = mlx_report.run_and_print(config, Path(args.out))
+    return 1 if found and args.strict else 0

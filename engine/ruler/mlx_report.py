@@ -11,9 +11,10 @@ the drafter's host-side choices and the events. The oracles' loops have no such 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from engine.ruler.mlx_arms import MLX_LM, MLX_VLM, ORACLES, OURS, OURS_LLAMA
+from engine.ruler.mlx_arms import MLX_LM, MLX_VLM, ORACLES, OURS, OURS_LLAMA, MlxBenchConfig, run_mlx_bench
 from engine.ruler.report import Cell, _f, summarize
 from engine.ruler.runner import BenchResult, RunRecord
 
@@ -140,3 +141,12 @@ def write(result: BenchResult, out_dir: Path) -> dict[str, Path]:
     data = result.to_json() | {"summary": [c.__dict__ for c in cells + overall], "mismatches": mismatches(result)}
     paths["json"].write_text(json.dumps(data, indent=1), encoding="utf-8")
     return paths
+
+
+def run_and_print(config: MlxBenchConfig, out_dir: Path) -> list[str]:
+    """Run the MLX ruler (progress on stderr), write its reports into `out_dir`, print its table; its mismatches."""
+    result = run_mlx_bench(config, lambda line: print(line, file=sys.stderr, flush=True))
+    paths = write(result, out_dir)
+    print(markdown(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    return mismatches(result)
