@@ -135,6 +135,22 @@ def write_target(
     return folder
 
 
+def drafter_layer(width: int, vocab: int) -> dict:
+    """The one qwen3 layer a DFlash or DSpark drafter folder's config.json describes."""
+    return {
+        "model_type": "qwen3",
+        "hidden_size": width,
+        "intermediate_size": 2 * width,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": vocab,
+        "max_position_embeddings": 512,
+        "rope_theta": 10000.0,
+    }
+
+
 def write_dflash(
     folder: Path,
     seed: int,
@@ -148,16 +164,7 @@ def write_dflash(
     target `width` wide of `vocab` tokens. `silent`: its attention and MLP add nothing, so each mask
     slot (DFLASH_MASK) answers with the target's next token after the mask token."""
     cfg = {
-        "model_type": "qwen3",
-        "hidden_size": width,
-        "intermediate_size": 2 * width,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "vocab_size": vocab,
-        "max_position_embeddings": 512,
-        "rope_theta": 10000.0,
+        **drafter_layer(width, vocab),
         "block_size": block,
         "dflash_config": {"mask_token_id": DFLASH_MASK, "target_layer_ids": list(target_layers)},
     }
@@ -189,16 +196,7 @@ def write_dspark(
     Markov head add nothing, so each slot answers with the target's head over the embedding it holds
     (DFLASH_MASK, or the last token)."""
     cfg = {
-        "model_type": "qwen3",
-        "hidden_size": width,
-        "intermediate_size": 2 * width,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "vocab_size": vocab,
-        "max_position_embeddings": 512,
-        "rope_theta": 10000.0,
+        **drafter_layer(width, vocab),
         "rms_norm_eps": 1e-6,
         "dflash_config": {
             "projector_type": "dspark",

@@ -116,17 +116,28 @@ def same_ids(result, records: dict) -> list[int]:
     return ids
 
 
-def test_eagle3_against_mlx_vlms_own_eagle3_rounds_gives_every_arm_the_same_ids(tmp_path: Path):
-    """An EAGLE-3 folder reading the inputs of the target's layers 1-3 (random weights: every draft
-    missed, each round writes one token): as many rounds in our loop as in mlx-vlm's EAGLE-3 rounds.
-    Ours drafts no more than the tokens left less one (room for the bonus): one in the round before
-    last, none in the last; mlx-vlm's block is at most the tokens left plus one: one in its last."""
-    target = qwen35(tmp_path, "random", layers=4)
-    drafter = write_eagle3(tmp_path / "eagle3", 12, vocab=TOKENIZER_VOCAB)
-    result, records = bench(target, drafter, kinds.EAGLE3.name)
-    assert sorted(records) == ["mlx-lm d0", "mlx-vlm eagle3 d2", "ours-mlx d0", "ours-mlx eagle3 d2"]
+@pytest.mark.parametrize(
+    ("kind", "layers"),
+    [(kinds.EAGLE3.name, 4), (kinds.DSPARK.name, 3)],
+)
+def test_a_drafter_that_misses_against_mlx_vlms_own_rounds_gives_every_arm_the_same_ids(
+    tmp_path: Path, kind: str, layers: int
+):
+    """Random weights, so every draft missed and each round writes one token. EAGLE-3 reads the inputs
+    of the target's layers 1-3, against mlx-vlm's EAGLE-3 rounds; DSpark (DFlash with a Markov head)
+    reads layers 0 and 2, against the DFlash rounds mlx-vlm runs DSpark with. As many rounds in our
+    loop as in mlx-vlm's. Ours drafts no more than the tokens left less one (room for the bonus): one
+    in the round before last, none in the last; mlx-vlm's block is at most the tokens left plus one:
+    one in its last."""
+    target = qwen35(tmp_path, "random", layers=layers)
+    if kind == kinds.EAGLE3.name:
+        drafter = write_eagle3(tmp_path / kind, 12, vocab=TOKENIZER_VOCAB)
+    else:
+        drafter = write_dspark(tmp_path / kind, 141, vocab=TOKENIZER_VOCAB)
+    result, records = bench(target, drafter, kind)
+    assert sorted(records) == ["mlx-lm d0", f"mlx-vlm {kind} d2", "ours-mlx d0", f"ours-mlx {kind} d2"]
     same_ids(result, records)
-    ours, theirs = records["ours-mlx eagle3 d2"], records["mlx-vlm eagle3 d2"]
+    ours, theirs = records[f"ours-mlx {kind} d2"], records[f"mlx-vlm {kind} d2"]
     assert ours.rounds == theirs.rounds == N_TOKENS - 1 and ours.accepted == theirs.accepted == 0
     assert (ours.drafted, theirs.drafted) == (DEPTH * (N_TOKENS - 3) + 1, DEPTH * (N_TOKENS - 2) + 1)
 
@@ -165,20 +176,6 @@ def test_bench_refuses_a_folder_of_mtp_heads_alone_in_a_sentence(tmp_path: Path,
     assert "heads holds MTP heads alone, and the MLX runtime reads them from the target's own folder" in (
         capsys.readouterr().err
     )
-
-
-def test_dspark_against_mlx_vlms_own_dflash_rounds_gives_every_arm_the_same_ids(tmp_path: Path):
-    """A DSpark folder (DFlash with a Markov head, random weights: every draft missed) reading the
-    target's layers 0 and 2, against the DFlash rounds mlx-vlm runs DSpark with: as many rounds, and
-    the last two draft as EAGLE-3's do (ours leaves room for the bonus; mlx-vlm drafts one with one left)."""
-    target = qwen35(tmp_path, "random", layers=3)
-    drafter = write_dspark(tmp_path / "dspark", 141, vocab=TOKENIZER_VOCAB)
-    result, records = bench(target, drafter, kinds.DSPARK.name)
-    assert sorted(records) == ["mlx-lm d0", "mlx-vlm dspark d2", "ours-mlx d0", "ours-mlx dspark d2"]
-    same_ids(result, records)
-    ours, theirs = records["ours-mlx dspark d2"], records["mlx-vlm dspark d2"]
-    assert ours.rounds == theirs.rounds == N_TOKENS - 1 and ours.accepted == theirs.accepted == 0
-    assert (ours.drafted, theirs.drafted) == (DEPTH * (N_TOKENS - 3) + 1, DEPTH * (N_TOKENS - 2) + 1)
 
 
 def test_gemma4_assistant_against_mlx_vlms_own_mtp_rounds_drafts_and_keeps_alike(tmp_path: Path):
