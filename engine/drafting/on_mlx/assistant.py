@@ -24,6 +24,7 @@ from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.mtp import ASSISTANT_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter, RuntimeFailure
+from engine.runtime.mlx.check import check_folder, loader_errors
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
@@ -34,12 +35,9 @@ def load_assistant(folder: Path) -> nn.Module:
     from mlx_vlm.speculative.drafters import load_drafter
     from mlx_vlm.speculative.drafters.gemma4_assistant import Gemma4AssistantDraftModel
 
-    if not (folder / "config.json").is_file():
-        raise IncompatibleDrafter(f"{folder} is not a Gemma 4 assistant's folder: it has no config.json.")
-    try:
+    check_folder(folder, "a Gemma 4 assistant", IncompatibleDrafter)  # nothing unchecked reaches mlx-vlm
+    with loader_errors(folder, "mlx-vlm", IncompatibleDrafter, "a Gemma 4 assistant"):
         model, _ = load_drafter(str(folder), "mtp")
-    except (ValueError, KeyError, TypeError, FileNotFoundError) as e:
-        raise IncompatibleDrafter(f"mlx-vlm could not load {folder.name} as a Gemma 4 assistant: {e}") from e
     if not isinstance(model, Gemma4AssistantDraftModel):
         kind = getattr(model.config, "model_type", type(model).__name__)
         raise IncompatibleDrafter(f"{folder.name} is a {kind} model, not a Gemma 4 assistant.")

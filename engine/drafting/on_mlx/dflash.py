@@ -29,6 +29,7 @@ from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx.check import check_folder, loader_errors
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
@@ -38,12 +39,9 @@ def load_dflash(folder: Path) -> nn.Module:
     """A DFlash or DSpark drafter's MLX folder, through mlx-vlm's loader."""
     from mlx_vlm.speculative.drafters import DFlashDraftModel, DSparkDraftModel, load_drafter
 
-    if not (folder / "config.json").is_file():
-        raise IncompatibleDrafter(f"{folder} is not a DFlash drafter's folder: it has no config.json.")
-    try:
+    check_folder(folder, "a DFlash drafter", IncompatibleDrafter)  # nothing unchecked reaches mlx-vlm
+    with loader_errors(folder, "mlx-vlm", IncompatibleDrafter, "a DFlash drafter"):
         model, _ = load_drafter(str(folder), "dflash")
-    except (ValueError, KeyError, FileNotFoundError) as e:
-        raise IncompatibleDrafter(f"mlx-vlm could not load {folder.name} as a DFlash drafter: {e}") from e
     from mlx_vlm.speculative.drafters.gemma4_dspark import Gemma4DSparkDraftModel
 
     if type(model) not in (DFlashDraftModel, DSparkDraftModel, Gemma4DSparkDraftModel):

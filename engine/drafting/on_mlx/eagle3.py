@@ -22,6 +22,7 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.eagle3 import Eagle3Drafter
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx.check import check_folder, loader_errors
 from engine.runtime.mlx.context import MlxContext
 
 
@@ -29,12 +30,9 @@ def load_eagle3(folder: Path) -> nn.Module:
     """An EAGLE-3 drafter's MLX folder, through mlx-vlm's loader."""
     from mlx_vlm.speculative.drafters import load_drafter
 
-    if not (folder / "config.json").is_file():
-        raise IncompatibleDrafter(f"{folder} is not an EAGLE-3 drafter's folder: it has no config.json.")
-    try:
+    check_folder(folder, "an EAGLE-3 drafter", IncompatibleDrafter)  # nothing unchecked reaches mlx-vlm
+    with loader_errors(folder, "mlx-vlm", IncompatibleDrafter, "an EAGLE-3 drafter"):
         model, kind = load_drafter(str(folder), "eagle3")
-    except (ValueError, KeyError, FileNotFoundError) as e:
-        raise IncompatibleDrafter(f"mlx-vlm could not load {folder.name} as an EAGLE-3 drafter: {e}") from e
     if kind != "eagle3":
         raise IncompatibleDrafter(f"{folder.name} is a {kind} drafter, not EAGLE-3.")
     return model

@@ -9,7 +9,6 @@ token for token (tests/engine/runtime/test_mlx_drafters.py).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.mtp import HEADS_KIND
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx.check import check_folder, one_line
 from engine.runtime.mlx.context import MlxContext
 
 
@@ -28,10 +28,7 @@ def load_heads(folder: Path) -> nn.Module:
     """The MTP head in an MLX model folder (its `mtp.*` weights), through mlx-vlm's splitters."""
     from mlx_vlm.speculative.drafters.mtp_split import get_mtp_splitter
 
-    try:
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise IncompatibleDrafter(f"{folder.name}'s config.json cannot be read: {e}") from e
+    config = check_folder(folder, error=IncompatibleDrafter).config  # the target's folder, read again with care
     splitter = get_mtp_splitter(source_config=config)
     if splitter is None:
         kind = config.get("model_type", "?")
@@ -39,7 +36,9 @@ def load_heads(folder: Path) -> nn.Module:
     try:
         return splitter.load(folder, source_config=config)
     except ValueError as e:
-        raise IncompatibleDrafter(f"{folder.name} has no MTP head to draft with: {e}") from e
+        raise IncompatibleDrafter(f"{folder.name} has no MTP head to draft with: {one_line(e)}") from e
+    except Exception as e:  # whatever else mlx-vlm raises is the folder's fault, said in a sentence
+        raise IncompatibleDrafter(f"mlx-vlm could not load {folder.name}'s MTP head: {one_line(e)}") from e
 
 
 class MlxMtpDrafter(ChainedHead):

@@ -6,13 +6,13 @@ engine.runtime.mlx.context holds the other half, a context: the KV cache, decodi
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 import mlx.nn as nn
 
 from engine.errors import ModelFileError
+from engine.runtime.mlx.check import check_folder, loader_errors
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx.options import MlxOptions
 
@@ -64,19 +64,12 @@ class MlxModel:
         from mlx_lm.utils import load, load_model
 
         folder = Path(path).expanduser()
-        if not (folder / "config.json").is_file():
-            raise ModelFileError(f"{folder} is not an MLX model folder: it has no config.json.")
-        if not any(folder.glob("model*.safetensors")):
-            raise ModelFileError(
-                f"{folder} has no model*.safetensors: convert the model to MLX first (mlx_lm.convert)."
-            )
-        try:
+        check_folder(folder)  # nothing unchecked reaches mlx-lm
+        with loader_errors(folder, "mlx-lm"):
             if any((folder / f).is_file() for f in TOKENIZER_FILES):
                 module, tokenizer, config = load(str(folder), return_config=True)
             else:
                 (module, config), tokenizer = load_model(folder), None
-        except (ValueError, KeyError, FileNotFoundError, json.JSONDecodeError) as e:
-            raise ModelFileError(f"mlx-lm could not load {folder.name}: {e}") from e
         n_vocab = _vocab_size(module, config)
         n_ctx_train = config.get("max_position_embeddings")
         model = cls(
