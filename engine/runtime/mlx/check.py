@@ -102,9 +102,9 @@ def check_folder(folder: str | Path, kind: str = "", error: type[DraftlightError
     names what the folder should be ("a DFlash drafter") where it is not a model of its own."""
     folder = Path(folder).expanduser()
     try:
-        if not folder.is_dir() or not (folder / "config.json").is_file():
-            said = "not a folder" if not folder.is_dir() else "it has no config.json"
-            raise ModelFileError(f"{folder} is not {kind + chr(39) + 's' if kind else 'an MLX model'} folder: {said}.")
+        if not (folder / "config.json").is_file():
+            what = f"{kind}'s" if kind else "an MLX model"
+            raise ModelFileError(f"{folder} is not {what} folder: it has no config.json.")
         files = {name: _json_file(folder, name) for name in JSON_CAPS}
         for name, cap in OTHER_CAPS.items():
             _regular(folder, folder / name, cap)
