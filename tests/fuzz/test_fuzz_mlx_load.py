@@ -1,0 +1,72 @@
+"""Damaged MLX folders loaded for real: as chat's target, as its drafter, and by `pair`.
+
+Each case (tests/fuzz/mlx_damage.py: every case of issue 45 by name, then seeded mutants) is a
+copy of a tiny sound MLX folder with one kind of damage, run as `draftlight chat` or `draftlight
+pair` in a child under an address-space cap. The contract: the child ends on its own, by no
+signal, with no traceback; a damaged folder gets one sentence naming the folder and a non-zero
+exit, a whole one an answer and exit 0; its peak memory stays under 1 GiB. `make test` runs a
+seeded subset; `make fuzz` every case on every surface.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz.bounded import FULL, ROOT
+from tests.fuzz.mlx_damage import NAMED, Case, damaged, random_cases, run_measured
+
+pytest.importorskip("mlx_lm")
+
+SEED = 45
+MEMORY_CAP_MB = 2048  # the child's address space; its resident peak must stay under PEAK_RSS
+PEAK_RSS = 1 << 30
+HANG_S = 120  # a hang, not a time budget: tests never assert a time
+CASES = NAMED + random_cases(SEED, 60 if FULL else 0)
+SURFACES = ("target", "drafter", "pair")
+RUNS = [(case, surface) for case in CASES for surface in SURFACES if surface != "drafter" or case.base == "qwen2"]
+if not FULL:  # the seeded subset: a few named cases on each surface
+    RUNS = random.Random(SEED).sample(RUNS, 8)
+
+
+@pytest.fixture(scope="module")
+def sound(tmp_path_factory) -> dict[str, Path]:
+    sys.path.insert(0, str(ROOT / "tests" / "engine" / "runtime"))  # mlx_targets imports its neighbours so
+    from mlx_folders import CORPUS, write_qwen2_folder
+    from mlx_targets import write_target
+
+    root = tmp_path_factory.mktemp("fuzz-mlx-load")
+    return {
+        "qwen2": write_qwen2_folder(root / "qwen2", seed=1),
+        "drafter": write_qwen2_folder(root / "drafter", seed=2, layers=1),
+        "qwen35": write_target(root / "qwen35", 7, "random", tokenizer=CORPUS),
+    }
+
+
+def _args(surface: str, case: Case, folder: Path, sound: dict[str, Path]) -> list[str]:
+    chat = ["chat", "--runtime", "mlx", "--max-tokens", "4", "hi"]
+    if surface == "target":
+        return [*chat, "--target", str(folder), "--drafter", "mtp" if case.base == "qwen35" else "none"]
+    if surface == "drafter":
+        return [*chat, "--target", str(sound["qwen2"]), "--drafter", str(folder)]
+    return ["pair", str(folder), "mtp" if case.base == "qwen35" else str(sound["drafter"]), "--runtime", "mlx",
+            "--probe-seconds", "2", "--max-prompts", "1", "--max-tokens", "4"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case", "surface"), RUNS, ids=[f"{c.label}-{s}" for c, s in RUNS])
+def test_a_damaged_folder_is_one_sentence_or_loads(case: Case, surface: str, sound, tmp_path):
+    base = sound["drafter"] if surface == "drafter" else sound[case.base]
+    folder = damaged(case, base, tmp_path)
+    measured = run_measured(_args(surface, case, folder, sound), HANG_S, MEMORY_CAP_MB)
+    outcome = measured.outcome
+    assert outcome.problems() == [], outcome.stderr[-2000:]
+    assert measured.max_rss < PEAK_RSS, f"{case.label}: peak {measured.max_rss:,} bytes"
+    if case.whole:
+        assert outcome.returncode in (0, 1), outcome.stderr[-2000:]  # pair exits 1 where the drafter cannot draft
+    else:
+        assert outcome.returncode != 0, outcome.stdout[-2000:]
+        assert outcome.stderr.startswith("draftlight: ") and folder.name in outcome.stderr, outcome.stderr
