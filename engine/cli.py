@@ -249,6 +249,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_pair(args: argparse.Namespace) -> int:
     """The pairing doctor's report; exit 1 where the drafter cannot draft for the target."""
     from engine.pairdoctor import pair_report
+    from engine.pairprobe import LOAD_FAILED
     from engine.ruler.prompts import load_file
     from engine.runtime import set_verbose
 
@@ -273,6 +274,9 @@ def cmd_pair(args: argparse.Namespace) -> int:
         marks = ("✓", "✗") if "✓✗".encode(encoding, errors="ignore") else ("+", "x")
         text = "\n".join(report.lines(marks)) + "\n"
         sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))  # a token's text may not encode
+    if report.probe is not None and report.probe.note.startswith(LOAD_FAILED):
+        print(f"draftlight: {report.probe.note}", file=sys.stderr)  # the pair passed its headers and cannot load
+        return 2
     if report.compatible or report.drafter_kind == kinds.NONE.name:
         return 0
     print(f"draftlight: {report.verdict}", file=sys.stderr)  # the status says it to a script; this, to a person

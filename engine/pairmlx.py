@@ -11,6 +11,7 @@ from pathlib import Path
 from engine.errors import ModelFileError
 from engine.models import mlx_compat
 from engine.models.compat import Rule
+from engine.models.mlx_check import check_folder
 from engine.models.mlx_folders import MlxFolder, text_field
 from engine.models.pairing import ModelFacts
 
@@ -19,6 +20,7 @@ def read_folder(path: Path) -> MlxFolder:
     folder = mlx_compat.read_mlx(path)
     if folder is None:
         raise ModelFileError(f"{Path(path).name} is not an MLX model folder this can read.")
+    check_folder(path)  # what the loader would refuse, the doctor refuses in the same sentence
     return folder
 
 

@@ -83,6 +83,9 @@ def built_in_prompts() -> list[tuple[str, str]]:
     return sorted(BUILT_IN.items(), key=lambda item: len(item[1]))
 
 
+LOAD_FAILED = "The probe could not load the pair"  # a report whose probe says this exits 2
+
+
 def run_probe(
     target: str | Path,
     drafter: str | Path,
@@ -103,7 +106,7 @@ def run_probe(
     try:
         engine = Engine.load(target, drafter, options, runtime=runtime)
     except DraftlightError as exc:
-        return replace(empty, note=f"The probe could not load the pair: {exc}")
+        return replace(empty, note=f"{LOAD_FAILED}: {exc}")
     deadline = start + seconds
     done: list[PromptProbe] = []
     rounds: list[tuple[int, int]] = []

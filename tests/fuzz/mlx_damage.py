@@ -35,6 +35,7 @@ class Case:
     base: str  # "qwen2" (a model of its own, also a draft model) or "qwen35" (with its own MTP head)
     damage: Damage
     whole: bool = False  # the folder is still whole: it must load and answer (exit 0)
+    loader_only: bool = False  # damage only mlx-lm finds: `pair --no-probe`, reading headers alone, passes it
 
 
 def _config(folder: Path, name: str = "config.json") -> dict:
@@ -171,12 +172,17 @@ NAMED = [
     Case("tokenizer.json of 1 GB", "qwen2", sparse("tokenizer.json", 1 << 30, b'{"a": "')),
     # What already held, kept held.
     Case("config.json not JSON", "qwen2", write("config.json", b"{not json")),
-    Case("unknown model_type", "qwen2", set_field("model_type", "nosuchmodel")),
+    Case("unknown model_type", "qwen2", set_field("model_type", "nosuchmodel"), loader_only=True),
     Case("no model_type", "qwen2", set_field("model_type", None)),
     Case("no weights", "qwen2", remove(WEIGHTS)),
-    Case("a tensor shape unlike the config", "qwen2", set_field("intermediate_size", 96)),
-    Case("a garbage tokenizer.json", "qwen2", write("tokenizer.json", b'{"model": 5, "added_tokens": 7}')),
-    Case("model_file asks for remote code", "qwen2", set_field("model_file", "evil.py")),
+    Case("a tensor shape unlike the config", "qwen2", set_field("intermediate_size", 96), loader_only=True),
+    Case(
+        "a garbage tokenizer.json",
+        "qwen2",
+        write("tokenizer.json", b'{"model": 5, "added_tokens": 7}'),
+        loader_only=True,
+    ),
+    Case("model_file asks for remote code", "qwen2", set_field("model_file", "evil.py"), loader_only=True),
     Case("auto_map and trust_remote_code", "qwen2", set_field("auto_map", {"AutoModel": "evil.Model"}), whole=True),
     Case("sound", "qwen2", lambda folder: None, whole=True),
 ]

@@ -53,7 +53,7 @@ def _args(surface: str, case: Case, folder: Path, sound: dict[str, Path]) -> lis
     if surface == "drafter":
         return [*chat, "--target", str(sound["qwen2"]), "--drafter", str(folder)]
     return ["pair", str(folder), "mtp" if case.base == "qwen35" else str(sound["drafter"]), "--runtime", "mlx",
-            "--probe-seconds", "2", "--max-prompts", "1", "--max-tokens", "4"]  # fmt: skip
+            "--no-probe"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -65,8 +65,9 @@ def test_a_damaged_folder_is_one_sentence_or_loads(case: Case, surface: str, sou
     outcome = measured.outcome
     assert outcome.problems() == [], outcome.stderr[-2000:]
     assert measured.max_rss < PEAK_RSS, f"{case.label}: peak {measured.max_rss:,} bytes"
-    if case.whole:
+    if case.whole or (surface == "pair" and case.loader_only):
         assert outcome.returncode in (0, 1), outcome.stderr[-2000:]  # pair exits 1 where the drafter cannot draft
     else:
         assert outcome.returncode != 0, outcome.stdout[-2000:]
-        assert outcome.stderr.startswith("draftlight: ") and folder.name in outcome.stderr, outcome.stderr
+        assert outcome.stderr.startswith("draftlight: "), outcome.stderr
+        assert folder.name in outcome.stderr + outcome.stdout, outcome.stderr  # pair names it in its report

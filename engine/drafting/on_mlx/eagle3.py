@@ -22,7 +22,7 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.eagle3 import Eagle3Drafter
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
-from engine.runtime.mlx.check import check_folder, loader_errors
+from engine.models.mlx_check import check_folder, loader_errors
 from engine.runtime.mlx.context import MlxContext
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import mlx.nn as nn
 
 from engine.errors import ModelFileError
-from engine.runtime.mlx.check import check_folder, loader_errors
+from engine.models.mlx_check import check_folder, loader_errors
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx.options import MlxOptions
 

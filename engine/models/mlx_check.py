@@ -1,4 +1,4 @@
-"""An MLX folder is checked here before mlx-lm or mlx-vlm sees it; no mlx import.
+"""An MLX folder is checked here before mlx-lm or mlx-vlm sees it (and by the pairing doctor); no mlx import.
 
 The folder is untrusted (a broken download, LM Studio's or the Hugging Face cache's files from
 anyone). Its JSON files are read below a size cap and must be objects (the JSON parser's own
