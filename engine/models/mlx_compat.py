@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.drafting import kinds
-from engine.errors import ModelFileError
 from engine.models.compat import VOCAB_SIZE_TOLERANCE, Rule, Verdict, verdict_of
-from engine.models.mlx_check import check_folder
 from engine.models.mlx_folders import MAX_TOKENIZER_BYTES, MlxFolder, inside, read_folder, read_json
 
 KIND_OF = {"dflash": kinds.DFLASH, "dspark": kinds.DSPARK, "eagle3": kinds.EAGLE3, "assistant": kinds.ASSISTANT,
@@ -176,10 +174,6 @@ def check_folders(target_path: str | Path, drafter_path: str | Path) -> Verdict:
     for path, folder in ((target_path, target), (drafter_path, drafter)):
         if folder is None:
             return Verdict(False, (f"{Path(path).name} is not an MLX model folder this can read",))
-        try:
-            check_folder(path)  # what the loader will refuse, the verdict refuses too
-        except ModelFileError as e:
-            return Verdict(False, (str(e).rstrip("."),))
     made_for = made_for_rule(target, drafter)
     return verdict_of((*vocabulary_rules(target, drafter), *((made_for,) if made_for else ())))
 
