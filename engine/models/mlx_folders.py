@@ -199,6 +199,26 @@ def drafter_of(config: dict, names: set[str]) -> str:
     return ""
 
 
+def weight_bits(headers: list[Header], group_size: int | None) -> int | None:
+    """The width the packed weights have (the most common, where layers differ), from their shapes: a
+    uint32 row of c words packs 32*c bits for s groups of `group_size` values (64, 32 or 128 tried
+    where none is given); None where nothing is packed as an affine triplet."""
+    tensors = {name: entry for h in headers for name, entry in h.tensors.items()}
+    counts: dict[int, int] = {}
+    for name, (dtype, shape) in tensors.items():
+        if not name.endswith(".scales") or dtype == "U8":  # mxfp4's scales are uint8 and it has no biases
+            continue
+        weight = tensors.get(name[: -len(".scales")] + ".weight")
+        if weight is None or weight[0] != "U32" or not weight[1] or not shape or shape[-1] == 0:
+            continue
+        for group in (group_size,) if group_size else (64, 32, 128):
+            bits, rest = divmod(32 * weight[1][-1], shape[-1] * group)
+            if not rest and bits in (1, 2, 3, 4, 5, 6, 8):
+                counts[bits] = counts.get(bits, 0) + 1
+                break
+    return max(counts, key=lambda b: counts[b]) if counts else None
+
+
 def _quantized_triplets(names: set[str]) -> bool:
     return any(n.endswith(".scales") and n[: -len(".scales")] + ".biases" in names for n in names)
 
@@ -229,6 +249,10 @@ def read_folder(folder: Path, root: Path) -> MlxFolder | None:
     quantization = quantization_of(config)
     drafter = drafter_of(config, names)
     packed = _quantized_triplets(names)
+    stated = quantization.group_size if quantization is not None and quantization.mode == "affine" else None
+    bits = weight_bits(headers, stated) if packed and stated else None
+    if bits is not None:  # the weights' own width, whatever config.json claims (mlx-lm builds from it)
+        quantization = Quantization(bits, stated or 64)
     is_mlx = (
         quantization is not None or any(h.metadata.get("format") == "mlx" for h in headers) or packed or bool(drafter)
     )
