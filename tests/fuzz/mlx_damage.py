@@ -36,6 +36,7 @@ class Case:
     damage: Damage
     whole: bool = False  # the folder is still whole: it must load and answer (exit 0)
     loader_only: bool = False  # damage only mlx-lm finds: `pair --no-probe`, reading headers alone, passes it
+    as_drafter: bool = True  # False: a drafter with this damage drafts on (the target's tokenizer makes the ids)
 
 
 def _config(folder: Path, name: str = "config.json") -> dict:
@@ -117,6 +118,19 @@ def empty_shards(count: int) -> Damage:
     return damage
 
 
+def token_past_the_vocabulary(folder: Path) -> None:
+    """A special token numbered past the weights' vocabulary, which the chat template writes."""
+    tokenizer = _config(folder, "tokenizer.json")
+    tokenizer["added_tokens"].append(
+        {"id": 5000, "content": "<|far|>", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+    )  # fmt: skip
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    config = _config(folder, "tokenizer_config.json")
+    config["chat_template"] = "<|far|>" + config["chat_template"]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+
+
 def remove(name: str) -> Damage:
     def damage(folder: Path) -> None:
         (folder / name).unlink()
@@ -182,6 +196,7 @@ NAMED = [
         write("tokenizer.json", b'{"model": 5, "added_tokens": 7}'),
         loader_only=True,
     ),
+    Case("a token id past the vocabulary", "qwen2", token_past_the_vocabulary, loader_only=True, as_drafter=False),
     Case("model_file asks for remote code", "qwen2", set_field("model_file", "evil.py"), loader_only=True),
     Case("auto_map and trust_remote_code", "qwen2", set_field("auto_map", {"AutoModel": "evil.Model"}), whole=True),
     Case("sound", "qwen2", lambda folder: None, whole=True),

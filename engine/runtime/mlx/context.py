@@ -18,7 +18,8 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
-from engine.errors import Cancelled, ContextFullError, RuntimeFailure
+from engine.errors import Cancelled, ContextFullError, DraftlightError, RuntimeFailure
+from engine.models.mlx_check import one_line
 from engine.runtime.contexts import common_prefix
 from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
@@ -104,6 +105,12 @@ class MlxContext:
             raise ValueError("nothing to decode")
         if all_logits and n > self.max_rows:
             raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
+        outside = next((t for t in tokens if not 0 <= t < self.model.n_vocab), None)
+        if outside is not None:  # MLX reads past the embedding's end rather than refuse
+            raise RuntimeFailure(
+                f"token {outside:,} is outside {self.model.name}'s vocabulary of {self.model.n_vocab:,}: "
+                "its tokenizer and its weights disagree."
+            )
         cache = self._open_cache()
         if self.n_past + n > self.n_ctx:
             raise ContextFullError(
@@ -124,13 +131,14 @@ class MlxContext:
             chunk = tokens[start : start + step]
             last = start + len(chunk) == n
             t0 = time.perf_counter()
-            logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
-            if last:
-                out = logits[0] if all_logits else logits[0, -1:]
-                mx.eval(out)
-                rows = np.array(out.astype(mx.float32), copy=True)
-            else:
-                mx.eval([c.state for c in cache])
+            with decode_errors(self.model.name):
+                logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
+                if last:
+                    out = logits[0] if all_logits else logits[0, -1:]
+                    mx.eval(out)
+                    rows = np.array(out.astype(mx.float32), copy=True)
+                else:
+                    mx.eval([c.state for c in cache])
             self.decode_s += time.perf_counter() - t0
             self.observers.tell(chunk, self.n_past)
             self.tokens.extend(chunk)
@@ -299,3 +307,14 @@ class MlxContext:
 
     def kept_row(self, position: int, out: np.ndarray) -> np.ndarray:
         raise RuntimeFailure("the MLX runtime keeps no rows on the device.")
+
+
+@contextmanager
+def decode_errors(name: str) -> Iterator[None]:
+    """What MLX raises inside a model's pass (a shape its weights cannot take, memory) is one sentence."""
+    try:
+        yield
+    except DraftlightError:
+        raise
+    except Exception as e:  # the folder passed its checks and its pass still failed: say so, keep the app
+        raise RuntimeFailure(f"MLX could not run {name}: {one_line(e)}") from e
