@@ -11,9 +11,9 @@ from pathlib import Path
 from engine.errors import ModelFileError
 from engine.models import mlx_compat
 from engine.models.compat import Rule
-from engine.models.mlx_check import check_folder
 from engine.models.mlx_folders import MlxFolder, text_field
 from engine.models.pairing import ModelFacts
+from engine.runtime.mlx_check import check_folder
 
 
 def read_folder(path: Path) -> MlxFolder:

@@ -25,10 +25,10 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.runtime.mlx_check import MAX_HEADER_BYTES, MAX_SHARDS
+
 MAX_CONFIG_BYTES = 1 << 20  # a real config.json is a few kB
-MAX_HEADER_BYTES = 16 << 20  # a shard of thousands of tensors needs well under 1 MB
 MAX_TOKENIZER_BYTES = 64 << 20  # Gemma's 262,144-token tokenizer.json is about 32 MB
-MAX_SHARDS = 512
 MAX_COUNT = 1 << 40  # a layer count, a width or a vocabulary size past this is not a real one
 DRAFTER_ARCHITECTURES = {"DFlashDraftModel": "dflash", "DSparkDraftModel": "dspark"}
 DRAFTER_MODEL_TYPES = {

@@ -29,8 +29,8 @@ from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
-from engine.models.mlx_check import check_folder, loader_errors
 from engine.runtime.mlx.context import MlxContext
+from engine.runtime.mlx_check import check_folder, loader_errors
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 

@@ -22,8 +22,8 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.eagle3 import Eagle3Drafter
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
-from engine.models.mlx_check import check_folder, loader_errors
 from engine.runtime.mlx.context import MlxContext
+from engine.runtime.mlx_check import check_folder, loader_errors
 
 
 def load_eagle3(folder: Path) -> nn.Module:

@@ -20,8 +20,8 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.mtp import HEADS_KIND
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
-from engine.models.mlx_check import check_folder, one_line
 from engine.runtime.mlx.context import MlxContext
+from engine.runtime.mlx_check import check_folder, one_line
 
 
 def load_heads(folder: Path) -> nn.Module:

@@ -19,11 +19,11 @@ import numpy as np
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from engine.errors import Cancelled, ContextFullError, DraftlightError, RuntimeFailure
-from engine.models.mlx_check import one_line
 from engine.runtime.contexts import common_prefix
 from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
+from engine.runtime.mlx_check import one_line
 from engine.runtime.protocol import BatchObserver
 
 if TYPE_CHECKING:

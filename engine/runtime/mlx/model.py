@@ -12,9 +12,9 @@ from typing import Any, Literal
 import mlx.nn as nn
 
 from engine.errors import ModelFileError
-from engine.models.mlx_check import check_folder, loader_errors
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx.options import MlxOptions
+from engine.runtime.mlx_check import check_folder, loader_errors
 
 # Files whose presence says a folder carries a tokenizer mlx-lm (through transformers) can load.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")

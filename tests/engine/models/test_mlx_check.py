@@ -1,4 +1,4 @@
-"""The MLX folder check (engine.models.mlx_check) on folders written here: exact sentences, no model loaded.
+"""The MLX folder check (engine.runtime.mlx_check) on folders written here: exact sentences, no model loaded.
 
 tests/fuzz/test_fuzz_mlx_load.py runs the same kinds of damage through chat and pair as children;
 these pin what each check says, in this process, fast.
@@ -14,7 +14,7 @@ import pytest
 
 from engine.errors import IncompatibleDrafter, ModelFileError
 from engine.models.local import local_models
-from engine.models.mlx_check import check_folder
+from engine.runtime.mlx_check import check_folder
 from tests.engine.models.mlx_trees import mlx_folder, quantized_tensors
 
 DFLASH = {"architectures": ["DFlashDraftModel"], "block_size": 16, "dflash_config": {"target_layer_ids": [0, 1]}}

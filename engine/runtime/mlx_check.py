@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import DraftlightError, ModelFileError
-from engine.models.mlx_folders import MAX_HEADER_BYTES, MAX_SHARDS
 
+MAX_HEADER_BYTES = 16 << 20  # a shard of thousands of tensors needs well under 1 MB
+MAX_SHARDS = 512
 # The files mlx-lm, mlx-vlm and transformers read from a folder, and the most each may hold.
 JSON_CAPS = {
     "config.json": 1 << 20,
