@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,19 @@ def test_the_listing_says_the_width_the_weights_have_not_the_configs(tmp_path):
     listed = local_models([tmp_path / "models"], home=tmp_path / "no-home", env={})
     assert [(m.name, m.quantization) for m in listed] == [("liar", "4-bit")]
     assert quantized_tensors(hidden=64, bits=4, group=64)["model.embed_tokens.weight"] == ("U32", [8, 8])
+
+
+@pytest.mark.slow
+def test_a_token_past_the_vocabulary_is_a_sentence_not_a_read_past_the_embedding(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+    from mlx_folders import write_qwen2_folder
+
+    from engine.errors import RuntimeFailure
+    from engine.runtime.mlx import MlxModel, MlxOptions
+
+    model = MlxModel.load(write_qwen2_folder(tmp_path / "q", seed=1, layers=1), MlxOptions())
+    ctx = model.new_context()
+    with pytest.raises(RuntimeFailure) as caught:
+        ctx.decode([5, 300], all_logits=False)
+    assert str(caught.value) == "token 300 is outside q's vocabulary of 300: its tokenizer and its weights disagree."
+    assert ctx.n_past == 0
