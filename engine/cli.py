@@ -122,6 +122,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
                     if found is not None:  # the break-even gauge
                         line.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
                     line["rejections"] = rejection_anatomy(tokens, rounds, plain_pass_s).to_json()
+                    line["drafter_kind"] = engine.drafter.kind if engine.drafter is not None else kinds.NONE.name
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
         elif isinstance(event, TokenEvent):
             text = terminal_safe(event.text) if terminal else event.text
@@ -275,7 +276,8 @@ def cmd_pair(args: argparse.Namespace) -> int:
         sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))  # a token's text may not encode
     if report.compatible or report.drafter_kind == kinds.NONE.name:
         return 0
-    print(f"draftlight: {report.verdict}", file=sys.stderr)  # the status says it to a script; this, to a person
+    # The status says it to a script; this, to a person: the sentence chat and the app refuse the pair with.
+    print(f"draftlight: {report.refusal}", file=sys.stderr)
     return 1
 
 

@@ -1,0 +1,231 @@
+"""Every MLX drafter kind on every surface: `draftlight chat`, `draftlight serve` with a request, and
+`draftlight pair` (the app's load and reply: tests/app/test_surface_matrix_app.py).
+
+Tiny random-weight MLX folders written here by the kinds' own writers (tests/engine/runtime): a
+Qwen 3.5 target of four layers with its MTP head (the "copy" one: it guesses every token) and a
+tokenizer; DFlash, DSpark and EAGLE-3 folders reading its layers; a Gemma 4 target with its
+assistant (the copy one). Each surface loads the drafter through the engine's one load path and
+says the kind it loaded; greedy ids are depth 0's; a drafter that copies the target has drafts
+accepted. A drafter made for another target is refused in one sentence by each surface. Fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import io
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mlx.core")
+pytest.importorskip("mlx_lm")
+pytest.importorskip("mlx_vlm")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "runtime"))
+from gemma4_targets import write_assistant, write_gemma4
+from mlx_folders import CORPUS
+from mlx_targets import TOKENIZER_VOCAB, write_dflash, write_dspark, write_eagle3, write_target
+
+from engine.cli import main
+from tests.served import free_port, healthy
+
+PROMPT = "write a function"
+N = 12
+DEPTH = 2
+# kind: (target, drafter spec, whether the drafter copies the target so that drafts are accepted)
+MATRIX = {
+    "model": ("qwen35", "qwen35", True),  # the target drafting for itself as a draft model
+    "ngram": ("qwen35", "ngram", False),
+    "mtp": ("qwen35", "mtp", True),
+    "dflash": ("qwen35", "dflash", False),
+    "dspark": ("qwen35", "dspark", False),
+    "eagle3": ("qwen35", "eagle3", False),
+    "assistant": ("gemma4", "assistant", True),
+}
+WORDS = {"dflash": "a DFlash drafter", "dspark": "a DSpark drafter", "eagle3": "an EAGLE-3 drafter",
+         "assistant": "a Gemma 4 assistant model"}  # fmt: skip
+# kind: (drafter folder, the clause its one-sentence refusal holds)
+MISMATCHED = {
+    "dflash": ("dflash-deep", "reading the target's layers 0 and 5, and the target has layers 0 to 3"),
+    "dspark": ("dspark-other", "for a model of 6 layers, and the target has 4"),
+    "eagle3": ("eagle3-negative", "reading the target's layers -5, 1 and 2, and the target has layers 0 to 3"),
+    "assistant": ("assistant-qwen", "made for a Gemma 4 target, and the target is qwen3_5"),
+}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("surfaces")
+    qwen35 = write_target(root / "qwen35", 3, "copy", layers=4, interval=2, tokenizer=CORPUS)
+    gemma4 = write_gemma4(root / "gemma4", 61, tokenizer=CORPUS)
+    v = TOKENIZER_VOCAB
+    return {
+        "qwen35": qwen35,
+        "gemma4": gemma4,
+        "dflash": write_dflash(root / "dflash", 121, vocab=v),
+        "dspark": write_dspark(root / "dspark", 141, vocab=v, target_layers=4),
+        "eagle3": write_eagle3(root / "eagle3", 12, vocab=v),
+        "assistant": write_assistant(root / "assistant", 161, gemma4, "copy", vocab=v),
+        "dflash-deep": write_dflash(root / "dflash-deep", 122, target_layers=(0, 5), vocab=v),
+        "dspark-other": write_dspark(root / "dspark-other", 142, vocab=v, target_layers=6),
+        "eagle3-negative": write_eagle3(root / "eagle3-negative", 13, target_layers=(-5, 1, 2), vocab=v),
+        "assistant-qwen": write_assistant(root / "assistant-qwen", 162, qwen35, width=64, vocab=v),
+    }
+
+
+def spec(folders: dict[str, Path], name: str) -> str:
+    return str(folders[name]) if name in folders else name
+
+
+def chat(folders: dict[str, Path], target: str, drafter: str, depth: int = DEPTH) -> list[dict]:
+    out = io.StringIO()
+    argv = ["chat", PROMPT, "--target", spec(folders, target), "--drafter", spec(folders, drafter), "--depth",
+            str(depth), "--max-tokens", str(N), "--ignore-eos", "--json"]  # fmt: skip
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def plain_ids(folders) -> dict[str, list[int]]:
+    """Each target's greedy ids at depth 0, no drafter."""
+    return {t: chat(folders, t, "none", 0)[-1]["token_ids"] for t in ("qwen35", "gemma4")}
+
+
+@pytest.mark.parametrize("kind", list(MATRIX))
+def test_chat_loads_each_kind_and_writes_depth_0s_ids(folders, plain_ids, kind: str):
+    target, drafter, copies = MATRIX[kind]
+    lines = chat(folders, target, drafter)
+    stats = lines[-1]
+    assert stats["drafter_kind"] == kind
+    assert stats["token_ids"] == plain_ids[target] and len(stats["token_ids"]) == N
+    assert stats["drafted"] > 0
+    if copies:
+        assert stats["accepted"] > 0 and "accepted" in {t["kind"] for t in lines if t["type"] == "token"}
+
+
+@pytest.fixture(scope="module")
+def served(folders):
+    """`draftlight serve` as its command runs it (Engine.load, then the app on uvicorn), one pair at a time."""
+    import uvicorn
+
+    from engine.runtime import RuntimeOptions
+    from engine.serve.app import ServeConfig, build_app
+    from engine.session import Engine
+
+    def serve(target: str, drafter: str):
+        engine = Engine.load(spec(folders, target), spec(folders, drafter), RuntimeOptions())
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(build_app(engine, target, ServeConfig()), port=port, log_level="error"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not healthy(port):
+            time.sleep(0.05)
+        return engine, server, thread, port
+
+    @contextlib.contextmanager
+    def running(target: str, drafter: str):
+        engine, server, thread, port = serve(target, drafter)
+        try:
+            yield port
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+            engine.close()
+
+    return running
+
+
+@pytest.mark.parametrize("kind", list(MATRIX))
+def test_serve_answers_a_request_with_each_kind(served, plain_ids, kind: str):
+    target, drafter, copies = MATRIX[kind]
+    with served(target, drafter) as port:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": N, "ignore_eos": True,
+                "draftlight": {"depth": DEPTH}}  # fmt: skip
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(body))
+        response = conn.getresponse()
+        assert response.status == 200
+        answer = json.loads(response.read())["draftlight"]
+    stats = answer["stats"]
+    assert stats["drafter_kind"] == kind and stats["token_ids"] == plain_ids[target]
+    assert stats["drafted"] > 0
+    if copies:
+        assert stats["accepted"] > 0
+
+
+def pair(folders: dict[str, Path], target: str, drafter: str, probe: bool = True) -> tuple[int, dict, str]:
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["pair", spec(folders, target), spec(folders, drafter), "--json", "--max-prompts", "1", "--max-tokens",
+            "8", *(["--probe-seconds", "60"] if probe else ["--no-probe"])]  # fmt: skip
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, json.loads(out.getvalue()), err.getvalue()
+
+
+@pytest.mark.parametrize("kind", list(MATRIX))
+def test_pair_passes_each_kind_and_its_probe_runs(folders, kind: str):
+    target, drafter, copies = MATRIX[kind]
+    code, report, _ = pair(folders, target, drafter)
+    assert code == 0 and report["compatible"] and report["drafter_kind"] == kind and report["runtime"] == "mlx"
+    probe = report["probe"]
+    assert probe["drafted"] > 0 and probe["note"] == ""
+    if copies:
+        assert probe["accepted"] > 0
+
+
+@pytest.mark.parametrize("kind", list(MISMATCHED))
+def test_a_drafter_made_for_another_target_is_refused_in_one_sentence_by_pair_and_chat(folders, kind: str, capsys):
+    """The doctor's rule and the load path's check are one (engine.models.mlx_compat.fits): pair fails the
+    rule and says on stderr the very sentence chat refuses the pair with, and no traceback."""
+    folder, clause = MISMATCHED[kind]
+    code, report, said = pair(folders, "qwen35", folder, probe=False)
+    assert code == 1 and not report["compatible"] and report["drafter_kind"] == kind
+    (failed,) = [r for r in report["rules"] if not r["holds"]]
+    assert failed["name"] == "made for this target" and clause in failed["sentence"]
+    argv = ["chat", PROMPT, "--target", str(folders["qwen35"]), "--drafter", str(folders[folder]), "--depth", "2"]
+    assert main(argv) == 2
+    refused = capsys.readouterr().err
+    assert (
+        refused
+        == said
+        == f"draftlight: The drafter cannot draft for this target: it is {WORDS[kind]} {clause}: it was trained for another target.\n"
+    )
+
+
+def test_auto_picks_the_assistant_made_for_a_gemma_4_target_over_a_dflash_folder_beside_it(tmp_path):
+    """A DFlash folder that would fit by width and layers sorts first beside the Gemma 4 target; the
+    assistant's config says it was made for a Gemma 4, so `--drafter auto` takes it."""
+    gemma4 = write_gemma4(tmp_path / "gemma4", 61, tokenizer=CORPUS)
+    write_dflash(tmp_path / "a-dflash", 121, vocab=TOKENIZER_VOCAB)
+    assistant = write_assistant(tmp_path / "gemma4-assistant", 161, gemma4, "copy", vocab=TOKENIZER_VOCAB)
+    folders = {"gemma4": gemma4}
+    stats = chat(folders, "gemma4", "auto")[-1]
+    assert stats["drafter_kind"] == "assistant" and stats["accepted"] > 0
+    code, report, _ = pair(folders, "gemma4", "auto", probe=False)
+    assert code == 0 and report["drafter"]["path"] == str(assistant)
+    assert report["found"] == "Found gemma4-assistant: a Gemma 4 assistant model, as wide as gemma4."
+
+
+def test_an_mlx_target_without_a_drafter_loads_no_gguf_drafter(folders, plain_ids, monkeypatch):
+    """No `--drafter` (the default draft model is a GGUF file) on an MLX folder: the target alone, nothing
+    converted, at depth 0 and at Auto alike."""
+    from engine.models import mlx_conversions
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a GGUF drafter was converted")
+
+    monkeypatch.setattr(mlx_conversions, "mlx_folder_for", refuse)
+    for depth in ("0", "auto"):
+        out = io.StringIO()
+        argv = ["chat", PROMPT, "--target", str(folders["qwen35"]), "--depth", depth, "--max-tokens", str(N),
+                "--ignore-eos", "--json"]  # fmt: skip
+        with contextlib.redirect_stdout(out):
+            assert main(argv) == 0
+        stats = json.loads(out.getvalue().splitlines()[-1])
+        assert stats["drafter_kind"] == "none" and stats["token_ids"] == plain_ids["qwen35"]
