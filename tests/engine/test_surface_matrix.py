@@ -15,7 +15,6 @@ import contextlib
 import http.client
 import io
 import json
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,60 +25,29 @@ pytest.importorskip("mlx.core")
 pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "runtime"))
-from gemma4_targets import write_assistant, write_gemma4
-from mlx_folders import CORPUS
-from mlx_targets import TOKENIZER_VOCAB, write_dflash, write_dspark, write_eagle3, write_target
-
 from engine.cli import main
+from tests.engine.surface_folders import (
+    CORPUS,
+    MATRIX,
+    MISMATCHED,
+    PROMPT,
+    TOKENIZER_VOCAB,
+    WORDS,
+    spec,
+    write_assistant,
+    write_dflash,
+    write_folders,
+    write_gemma4,
+)
 from tests.served import free_port, healthy
 
-PROMPT = "write a function"
 N = 12
 DEPTH = 2
-# kind: (target, drafter spec, whether the drafter copies the target so that drafts are accepted)
-MATRIX = {
-    "model": ("qwen35", "qwen35", True),  # the target drafting for itself as a draft model
-    "ngram": ("qwen35", "ngram", False),
-    "mtp": ("qwen35", "mtp", True),
-    "dflash": ("qwen35", "dflash", False),
-    "dspark": ("qwen35", "dspark", False),
-    "eagle3": ("qwen35", "eagle3", False),
-    "assistant": ("gemma4", "assistant", True),
-}
-WORDS = {"dflash": "a DFlash drafter", "dspark": "a DSpark drafter", "eagle3": "an EAGLE-3 drafter",
-         "assistant": "a Gemma 4 assistant model"}  # fmt: skip
-# kind: (drafter folder, the clause its one-sentence refusal holds)
-MISMATCHED = {
-    "dflash": ("dflash-deep", "reading the target's layers 0 and 5, and the target has layers 0 to 3"),
-    "dspark": ("dspark-other", "for a model of 6 layers, and the target has 4"),
-    "eagle3": ("eagle3-negative", "reading the target's layers -5, 1 and 2, and the target has layers 0 to 3"),
-    "assistant": ("assistant-qwen", "made for a Gemma 4 target, and the target is qwen3_5"),
-}
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("surfaces")
-    qwen35 = write_target(root / "qwen35", 3, "copy", layers=4, interval=2, tokenizer=CORPUS)
-    gemma4 = write_gemma4(root / "gemma4", 61, tokenizer=CORPUS)
-    v = TOKENIZER_VOCAB
-    return {
-        "qwen35": qwen35,
-        "gemma4": gemma4,
-        "dflash": write_dflash(root / "dflash", 121, vocab=v),
-        "dspark": write_dspark(root / "dspark", 141, vocab=v, target_layers=4),
-        "eagle3": write_eagle3(root / "eagle3", 12, vocab=v),
-        "assistant": write_assistant(root / "assistant", 161, gemma4, "copy", vocab=v),
-        "dflash-deep": write_dflash(root / "dflash-deep", 122, target_layers=(0, 5), vocab=v),
-        "dspark-other": write_dspark(root / "dspark-other", 142, vocab=v, target_layers=6),
-        "eagle3-negative": write_eagle3(root / "eagle3-negative", 13, target_layers=(-5, 1, 2), vocab=v),
-        "assistant-qwen": write_assistant(root / "assistant-qwen", 162, qwen35, width=64, vocab=v),
-    }
-
-
-def spec(folders: dict[str, Path], name: str) -> str:
-    return str(folders[name]) if name in folders else name
+    return write_folders(tmp_path_factory.mktemp("surfaces"))
 
 
 def chat(folders: dict[str, Path], target: str, drafter: str, depth: int = DEPTH) -> list[dict]:

@@ -1,0 +1,90 @@
+"""Every MLX drafter kind in the window: the app's load (the worker, through the engine's load path) and
+a reply, with the folders tests/engine/test_surface_matrix.py writes for chat, serve and pair. The
+drafter's kind as loaded, greedy ids equal to depth 0's, accepted drafts where the drafter copies the
+target; a drafter made for another target refused in the sentence chat says, the target kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mlx_vlm")
+
+from app import settings
+from app.window import MainWindow
+from engine import Engine, GenerationConfig, Message, TokenEvent, TokenKind
+from tests.app.conftest import LOAD_TIMEOUT_MS
+from tests.engine.surface_folders import MATRIX, MISMATCHED, PROMPT, WORDS, spec, write_folders
+
+TOKENS = 12
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    return write_folders(tmp_path_factory.mktemp("surfaces-app"))
+
+
+@pytest.fixture(scope="module")
+def plain_ids(folders) -> dict[str, list[int]]:
+    """Each target's greedy reply, decoded plainly by the headless engine."""
+    found = {}
+    for target in ("qwen35", "gemma4"):
+        engine = Engine.load(folders[target], None)
+        try:
+            prompt = engine.prompt_ids([Message("user", PROMPT)])
+            events = engine.stream(prompt, GenerationConfig(max_tokens=TOKENS, depth=0))
+            found[target] = [e.token_id for e in events if isinstance(e, TokenEvent)]
+        finally:
+            engine.close()
+    return found
+
+
+def window_on(qtbot, tmp_path, target: str, drafter: str) -> MainWindow:
+    prefs = settings.Preferences(target=target, drafter=drafter, max_tokens=TOKENS, depth=2)
+    window = MainWindow(store_path=tmp_path / "conversations.sqlite3", prefs=prefs)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.pair is not None and not window.busy, timeout=LOAD_TIMEOUT_MS)
+    return window
+
+
+@pytest.mark.parametrize("kind", list(MATRIX))
+def test_the_window_loads_each_kind_and_replies_with_depth_0s_ids(
+    qtbot,
+    tmp_path,
+    folders,
+    plain_ids,
+    send,
+    kind: str,
+):
+    target, drafter, copies = MATRIX[kind]
+    window = window_on(qtbot, tmp_path, spec(folders, target), spec(folders, drafter))
+    assert window.pair.drafter_kind == kind and window.pair.notice == "" and window.pair.compatible
+    assert window.worker.engine.runtime == "mlx"
+    stats = send(window, PROMPT)
+    assert list(stats.token_ids) == plain_ids[target] and stats.drafted > 0
+    if copies:
+        assert stats.accepted > 0 and TokenKind.ACCEPTED in {t.kind for t in window.reply_tokens}
+    window.close()
+
+
+@pytest.mark.parametrize("kind", list(MISMATCHED))
+def test_the_window_refuses_a_drafter_made_for_another_target_in_chats_sentence(
+    qtbot,
+    tmp_path,
+    folders,
+    plain_ids,
+    send,
+    kind: str,
+):
+    folder, clause = MISMATCHED[kind]
+    window = window_on(qtbot, tmp_path, str(folders["qwen35"]), str(folders[folder]))
+    assert window.pair.drafter_kind == "none"
+    assert window.pair.notice == (
+        f"The drafter was not loaded: The drafter cannot draft for this target: it is {WORDS[kind]} {clause}: it was "
+        "trained for another target."
+    )
+    stats = send(window, PROMPT)  # the target stays loaded and replies plainly
+    assert list(stats.token_ids) == plain_ids["qwen35"]
+    window.close()
