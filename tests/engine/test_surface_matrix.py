@@ -50,7 +50,7 @@ def folders(tmp_path_factory) -> dict[str, Path]:
     return write_folders(tmp_path_factory.mktemp("surfaces"))
 
 
-def chat(folders: dict[str, Path], target: str, drafter: str, depth: int = DEPTH) -> list[dict]:
+def chat(folders: dict[str, Path], target: str, drafter: str, depth: int | str = DEPTH) -> list[dict]:
     out = io.StringIO()
     argv = ["chat", PROMPT, "--target", spec(folders, target), "--drafter", spec(folders, drafter), "--depth",
             str(depth), "--max-tokens", str(N), "--ignore-eos", "--json"]  # fmt: skip
@@ -125,6 +125,21 @@ def test_serve_answers_a_request_with_each_kind(served, plain_ids, kind: str):
     assert stats["drafted"] > 0
     if copies:
         assert stats["accepted"] > 0
+
+
+@pytest.mark.parametrize("kind", list(MATRIX))
+def test_tune_and_auto_depth_reach_each_kind(folders, plain_ids, kind: str, tmp_path, monkeypatch, capsys):
+    """`draftlight tune` profiles the pair on MLX (a drafter reading the target: the target's rows alone),
+    and a reply at Auto depth loads the same kind and writes depth 0's ids."""
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
+    target, drafter, _ = MATRIX[kind]
+    assert main(["tune", "--target", spec(folders, target), "--drafter", spec(folders, drafter)]) == 0
+    assert f"Box profile for {target}" in capsys.readouterr().out
+    stats = chat(folders, target, drafter, "auto")[-1]
+    # The target as its own draft model costs a whole pass a draft: the profile says no depth can pay, and
+    # Auto drops it (Engine.depth_policy) rather than run slower than plain.
+    assert stats["drafter_kind"] == (kind if kind != "model" else "none")
+    assert stats["token_ids"] == plain_ids[target]
 
 
 def pair(folders: dict[str, Path], target: str, drafter: str, probe: bool = True) -> tuple[int, dict, str]:
