@@ -183,9 +183,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def _list_mlx() -> None:
-    """`models --list`'s MLX half: the hub's MLX models by repository id, the pairs for Macs, and the MLX
-    folders already on this machine."""
-    from engine.models.local import local_models
+    """`models --list`'s MLX half: the hub's MLX models by repository id, the pairs for Macs; then the models
+    already on this machine (engine.models.listing)."""
+    from engine.models.listing import print_local_models
     from engine.models.mlx_catalog import MAC_PAIRS, MLX_CATALOG, cached_mlx
 
     print("\nMLX models, fetched from the Hugging Face hub by repository id (`draftlight models KEY`):")
@@ -195,10 +195,7 @@ def _list_mlx() -> None:
     print("\nPairs for Macs (MLX), with what their users measured (not us: see the links):")
     for pair in MAC_PAIRS:
         print(pair.describe())
-    found = [m for m in local_models() if m.runtime == "mlx"]
-    print("\nMLX model folders on this machine:" if found else "\nNo MLX model folders on this machine.")
-    for m in found:
-        print(f"  {m.label()}: {m.path}")
+    print_local_models()
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -309,7 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="one message to the model, streamed with provenance")
     chat.add_argument("prompt")
     chat.add_argument("--system", help="system prompt")
-    chat.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
+    chat.add_argument(
+        "--target",
+        default="default",
+        help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows",
+    )
     chat.add_argument(
         "--drafter",
         default="default",
@@ -358,7 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=cmd_doctor)
 
     tune = sub.add_parser("tune", help="measure this box's cost of rows and draft steps for a model pair")
-    tune.add_argument("--target", default="default")
+    tune.add_argument(
+        "--target",
+        default="default",
+        help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows",
+    )
     tune.add_argument("--drafter", default="default")
     tune.add_argument("--ctx", type=ctx_arg, default=4096)
     tune.add_argument("--threads", type=threads_arg, default=0)
@@ -376,7 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
         "pair",
         help="the pairing doctor: can this drafter draft for this target, and would it pay here (exit 1: it cannot)",
     )
-    pair.add_argument("target", help="default, a catalog name or a .gguf path")
+    pair.add_argument(
+        "target", help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows"
+    )
     pair.add_argument(
         "drafter", nargs="?", default="default", help="default, mtp, ngram, auto, none, a catalog name or a .gguf path"
     )
@@ -396,7 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
     pair.set_defaults(func=cmd_pair)
 
     serve = sub.add_parser("serve", help="the engine as an HTTP server (OpenAI-compatible, with provenance)")
-    serve.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
+    serve.add_argument(
+        "--target",
+        default="default",
+        help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows",
+    )
     serve.add_argument("--drafter", default="default", help="default, none, ngram, a catalog name or a .gguf path")
     serve.add_argument("--host", default="127.0.0.1", help="where to listen (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8765)
