@@ -14,16 +14,6 @@ from engine.models.mlx_folders import MlxFolder
 GGUF_PLACES = "LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache"
 
 
-def drafter_words(folder: MlxFolder) -> str:
-    """ "a DFlash drafter, 1 layer", "an EAGLE-3 drafter, 1 layer": its kind, and its own layers where said."""
-    said = mlx_compat.WORDS.get(folder.drafter, "a draft model")
-    layer = folder.config.get("transformer_layer_config")  # EAGLE-3 describes its own layers there
-    layers = folder.layers or (layer.get("num_hidden_layers") if isinstance(layer, dict) else None)
-    if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
-        said += f", {layers} layer{'s' if layers != 1 else ''}"
-    return said
-
-
 def fit(target: MlxFolder, drafter: MlxFolder) -> bool:
     """Whether a drafter folder can draft for the target: what its kind needs, and the vocabularies."""
     return not mlx_compat.fits(target, drafter)[1] and all(
@@ -49,9 +39,9 @@ def print_local_models(say: Callable[[str], None] = print, models: list[LocalMod
         for i, (d, drafter) in enumerate(drafters):
             if fit(target, drafter):
                 placed.add(i)
-                say(f"    {drafter_words(drafter)}, drafts for it: {d.label()}: {d.path}")
+                say(f"    {mlx_compat.drafter_words(drafter)}, drafts for it: {d.label()}: {d.path}")
     left = [(d, f) for i, (d, f) in enumerate(drafters) if i not in placed]
     if left:
         say("Drafter folders that fit none of these models:")
     for d, drafter in left:
-        say(f"  {drafter_words(drafter)}: {d.label()}: {d.path}")
+        say(f"  {mlx_compat.drafter_words(drafter)}: {d.label()}: {d.path}")

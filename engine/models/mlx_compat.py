@@ -56,6 +56,16 @@ def kind_of(folder: MlxFolder) -> kinds.DrafterKind:
     return KIND_OF.get(folder.drafter, kinds.MODEL)
 
 
+def drafter_words(folder: MlxFolder) -> str:
+    """ "a DFlash drafter, 1 layer", "an EAGLE-3 drafter, 1 layer": its kind, and its own layers where said."""
+    said = WORDS.get(folder.drafter, "a draft model")
+    layer = folder.config.get("transformer_layer_config")  # EAGLE-3 describes its own layers there
+    layers = folder.layers or (layer.get("num_hidden_layers") if isinstance(layer, dict) else None)
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
+        said += f", {layers} layer{'s' if layers != 1 else ''}"
+    return said
+
+
 def vocabulary(folder: MlxFolder) -> Vocabulary:
     eos_value = folder.config.get("eos_token_id")
     eos_ids = eos_value if isinstance(eos_value, list) else [eos_value]

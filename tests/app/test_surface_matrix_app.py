@@ -88,3 +88,23 @@ def test_the_window_refuses_a_drafter_made_for_another_target_in_chats_sentence(
     stats = send(window, PROMPT)  # the target stays loaded and replies plainly
     assert list(stats.token_ids) == plain_ids["qwen35"]
     window.close()
+
+
+def test_the_pickers_list_drafter_folders_by_kind_for_the_drafter_alone(qtbot, tmp_path, folders, monkeypatch):
+    """A folder of the matrix searched for models: each drafter folder is offered as a drafter with its kind
+    first, and never as a target; the targets are offered as both."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the usual places hold nothing here
+    root = folders["qwen35"].parent
+    prefs = settings.Preferences(target=str(folders["qwen35"]), drafter="none", model_folders=[str(root)])
+    window = MainWindow(store_path=tmp_path / "conversations.sqlite3", prefs=prefs)
+    qtbot.addWidget(window)
+    side = window.side
+    drafters = {side.drafter.itemData(i): side.drafter.itemText(i) for i in range(side.drafter.count())}
+    targets = {side.target.itemData(i) for i in range(side.target.count())}
+    assert drafters[str(folders["eagle3"].resolve())].startswith("an EAGLE-3 drafter, 1 layer: eagle3 MLX")
+    assert drafters[str(folders["dspark"].resolve())].startswith("a DSpark drafter, 1 layer: dspark MLX")
+    assert drafters[str(folders["assistant"].resolve())].startswith("a Gemma 4 assistant model, 2 layers: assistant")
+    assert drafters[str(folders["qwen35"].resolve())].startswith("qwen35 MLX")
+    assert str(folders["qwen35"].resolve()) in targets and str(folders["dflash"].resolve()) not in targets
+    qtbot.waitUntil(lambda: not window.busy, timeout=LOAD_TIMEOUT_MS)
+    window.close()
