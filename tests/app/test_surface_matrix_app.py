@@ -69,16 +69,16 @@ def test_the_window_loads_each_kind_and_replies_with_depth_0s_ids(
     window.close()
 
 
-@pytest.mark.parametrize("kind", list(MISMATCHED))
+@pytest.mark.parametrize("folder", list(MISMATCHED))
 def test_the_window_refuses_a_drafter_made_for_another_target_in_chats_sentence(
     qtbot,
     tmp_path,
     folders,
     plain_ids,
     send,
-    kind: str,
+    folder: str,
 ):
-    folder, clause = MISMATCHED[kind]
+    kind, clause = MISMATCHED[folder]
     window = window_on(qtbot, tmp_path, str(folders["qwen35"]), str(folders[folder]))
     assert window.pair.drafter_kind == "none"
     assert window.pair.notice == (

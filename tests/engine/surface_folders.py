@@ -25,12 +25,14 @@ MATRIX = {
 }
 WORDS = {"dflash": "a DFlash drafter", "dspark": "a DSpark drafter", "eagle3": "an EAGLE-3 drafter",
          "assistant": "a Gemma 4 assistant model"}  # fmt: skip
-# kind: (drafter folder, the clause its one-sentence refusal holds)
+# drafter folder: (its kind, the clause its one-sentence refusal holds)
 MISMATCHED = {
-    "dflash": ("dflash-deep", "reading the target's layers 0 and 5, and the target has layers 0 to 3"),
-    "dspark": ("dspark-other", "for a model of 6 layers, and the target has 4"),
-    "eagle3": ("eagle3-negative", "reading the target's layers -5, 1 and 2, and the target has layers 0 to 3"),
-    "assistant": ("assistant-qwen", "made for a Gemma 4 target, and the target is qwen3_5"),
+    "dflash-deep": ("dflash", "reading the target's layers 0 and 5, and the target has layers 0 to 3"),
+    "dflash-wide": ("dflash", "for a model 96 wide, and the target is 64 wide"),
+    "dspark-other": ("dspark", "for a model of 6 layers, and the target has 4"),
+    "eagle3-negative": ("eagle3", "reading the target's layers -5, 1 and 2, and the target has layers 0 to 3"),
+    "eagle3-vocab": ("eagle3", "mapping its tokens into a vocabulary of 97, and the target has 300"),
+    "assistant-qwen": ("assistant", "made for a Gemma 4 target, and the target is qwen3_5"),
 }
 
 
@@ -47,6 +49,8 @@ def write_folders(root: Path) -> dict[str, Path]:
         "eagle3": write_eagle3(root / "eagle3", 12, vocab=v),
         "assistant": write_assistant(root / "assistant", 161, gemma4, "copy", vocab=v),
         "dflash-deep": write_dflash(root / "dflash-deep", 122, target_layers=(0, 5), vocab=v),
+        "dflash-wide": write_dflash(root / "dflash-wide", 123, width=96, vocab=v),
+        "eagle3-vocab": write_eagle3(root / "eagle3-vocab", 14),
         "dspark-other": write_dspark(root / "dspark-other", 142, vocab=v, target_layers=6),
         "eagle3-negative": write_eagle3(root / "eagle3-negative", 13, target_layers=(-5, 1, 2), vocab=v),
         "assistant-qwen": write_assistant(root / "assistant-qwen", 162, qwen35, width=64, vocab=v),

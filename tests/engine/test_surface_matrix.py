@@ -136,9 +136,10 @@ def test_tune_and_auto_depth_reach_each_kind(folders, plain_ids, kind: str, tmp_
     assert main(["tune", "--target", spec(folders, target), "--drafter", spec(folders, drafter)]) == 0
     assert f"Box profile for {target}" in capsys.readouterr().out
     stats = chat(folders, target, drafter, "auto")[-1]
-    # The target as its own draft model costs a whole pass a draft: the profile says no depth can pay, and
-    # Auto drops it (Engine.depth_policy) rather than run slower than plain.
-    assert stats["drafter_kind"] == (kind if kind != "model" else "none")
+    # The target as its own draft model costs a whole pass a draft: where the measured profile says no depth
+    # can pay, Auto drops it (Engine.depth_policy) rather than run slower than plain. That rests on timings,
+    # so either is right for it; the other kinds are kept whatever the box.
+    assert stats["drafter_kind"] in ((kind, "none") if kind == "model" else (kind,))
     assert stats["token_ids"] == plain_ids[target]
 
 
@@ -162,11 +163,11 @@ def test_pair_passes_each_kind_and_its_probe_runs(folders, kind: str):
         assert probe["accepted"] > 0
 
 
-@pytest.mark.parametrize("kind", list(MISMATCHED))
-def test_a_drafter_made_for_another_target_is_refused_in_one_sentence_by_pair_and_chat(folders, kind: str, capsys):
+@pytest.mark.parametrize("folder", list(MISMATCHED))
+def test_a_drafter_made_for_another_target_is_refused_in_one_sentence_by_pair_and_chat(folders, folder: str, capsys):
     """The doctor's rule and the load path's check are one (engine.models.mlx_compat.fits): pair fails the
     rule and says on stderr the very sentence chat refuses the pair with, and no traceback."""
-    folder, clause = MISMATCHED[kind]
+    kind, clause = MISMATCHED[folder]
     code, report, said = pair(folders, "qwen35", folder, probe=False)
     assert code == 1 and not report["compatible"] and report["drafter_kind"] == kind
     (failed,) = [r for r in report["rules"] if not r["holds"]]
