@@ -315,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--drafter",
         default="default",
         help="default, none, ngram, mtp (the target's own heads), auto (find one: heads, a drafter file beside "
-        "the target, a smaller model of its family), a catalog name or a .gguf path (a draft model, DFlash, EAGLE-3)",
+        "the target, a smaller model of its family), a catalog name, a .gguf path or an MLX folder (a draft model, "
+        "DFlash, DSpark, EAGLE-3, a Gemma 4 assistant: its kind is read from the file)",
     )
     chat.add_argument(
         "--depth",
@@ -385,7 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
         "target", help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows"
     )
     pair.add_argument(
-        "drafter", nargs="?", default="default", help="default, mtp, ngram, auto, none, a catalog name or a .gguf path"
+        "drafter",
+        nargs="?",
+        default="default",
+        help="default, mtp, ngram, auto, none, a catalog name, a .gguf path or an MLX folder",
     )
     pair.add_argument(
         "--probe-seconds", type=_within(float, 3600), default=20.0, help="time for the acceptance probe (default 20)"
@@ -408,7 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="default",
         help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows",
     )
-    serve.add_argument("--drafter", default="default", help="default, none, ngram, a catalog name or a .gguf path")
+    serve.add_argument(
+        "--drafter",
+        default="default",
+        help="default, none, ngram, mtp, auto, a catalog name, a .gguf path or an MLX folder",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="where to listen (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument(
