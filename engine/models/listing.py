@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from engine.models import mlx_compat
 from engine.models.local import LocalModel, local_models
-from engine.models.mlx_folders import MlxFolder
+from engine.models.mlx_folders import MlxFolder, drafter_words
 
 GGUF_PLACES = "LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache"
 
@@ -39,9 +39,9 @@ def print_local_models(say: Callable[[str], None] = print, models: list[LocalMod
         for i, (d, drafter) in enumerate(drafters):
             if fit(target, drafter):
                 placed.add(i)
-                say(f"    {mlx_compat.drafter_words(drafter)}, drafts for it: {d.label()}: {d.path}")
+                say(f"    {drafter_words(drafter)}, drafts for it: {d.label()}: {d.path}")
     left = [(d, f) for i, (d, f) in enumerate(drafters) if i not in placed]
     if left:
         say("Drafter folders that fit none of these models:")
     for d, drafter in left:
-        say(f"  {mlx_compat.drafter_words(drafter)}: {d.label()}: {d.path}")
+        say(f"  {drafter_words(drafter)}: {d.label()}: {d.path}")

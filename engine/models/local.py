@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import DraftlightError
-from engine.models import mlx_compat
-from engine.models.mlx_folders import folders_under, read_folder
+from engine.models.mlx_folders import drafter_words, folders_under, read_folder
 from engine.runtime.gguf import read_gguf
 
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
@@ -122,7 +121,7 @@ def _mlx_models(roots: list[tuple[Path, str]], hub: Path) -> Iterator[LocalModel
                 _hf_name(folder, hub) if root == hub else str(folder.relative_to(root)) if folder != root else root.name
             )
             q = mlx.quantization
-            words = mlx_compat.drafter_words(mlx) if mlx.drafter else ""
+            words = drafter_words(mlx) if mlx.drafter else ""
             yield LocalModel(
                 real, name, source, mlx.size, mlx.words(), mlx.architecture, "mlx", q.group_size if q else None, words
             )

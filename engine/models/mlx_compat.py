@@ -16,14 +16,21 @@ from pathlib import Path
 
 from engine.drafting import kinds
 from engine.models.compat import VOCAB_SIZE_TOLERANCE, Rule, Verdict, verdict_of
-from engine.models.mlx_folders import MAX_TOKENIZER_BYTES, MlxFolder, inside, read_folder, read_header, read_json
+from engine.models.mlx_folders import (
+    DRAFTER_WORDS,
+    MAX_TOKENIZER_BYTES,
+    MlxFolder,
+    inside,
+    read_folder,
+    read_header,
+    read_json,
+)
 
 KIND_OF = {"dflash": kinds.DFLASH, "dspark": kinds.DSPARK, "eagle3": kinds.EAGLE3, "assistant": kinds.ASSISTANT,
            "mtp": kinds.MTP}  # fmt: skip
 WIDTH_KEYS = ("target_hidden_size", "backbone_hidden_size")
 ASSISTANT_TARGETS = frozenset({"gemma4", "gemma4_text"})  # the families a Gemma 4 assistant attends to
-WORDS = {"dflash": "a DFlash drafter", "dspark": "a DSpark drafter", "eagle3": "an EAGLE-3 drafter",
-         "assistant": "a Gemma 4 assistant model", "mtp": "an MTP head in a folder of its own"}  # fmt: skip
+WORDS = DRAFTER_WORDS
 
 
 @dataclass(frozen=True)
@@ -54,16 +61,6 @@ def read_mlx(path: str | Path) -> MlxFolder | None:
 def kind_of(folder: MlxFolder) -> kinds.DrafterKind:
     """The kind of drafter an MLX folder is: a draft model of its own unless its config says otherwise."""
     return KIND_OF.get(folder.drafter, kinds.MODEL)
-
-
-def drafter_words(folder: MlxFolder) -> str:
-    """ "a DFlash drafter, 1 layer", "an EAGLE-3 drafter, 1 layer": its kind, and its own layers where said."""
-    said = WORDS.get(folder.drafter, "a draft model")
-    layer = folder.config.get("transformer_layer_config")  # EAGLE-3 describes its own layers there
-    layers = folder.layers or (layer.get("num_hidden_layers") if isinstance(layer, dict) else None)
-    if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
-        said += f", {layers} layer{'s' if layers != 1 else ''}"
-    return said
 
 
 def vocabulary(folder: MlxFolder) -> Vocabulary:
