@@ -157,6 +157,8 @@ def pair_report(
     options = options or RuntimeOptions()
     target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, None, download)
     spec, found = str(drafter), ""
+    if spec == "default" and model_format(target_path) == "mlx":
+        spec = kinds.NONE.name  # the default draft model is a GGUF file: an MLX folder loads alone (Engine.load)
     if spec == kinds.AUTO_SPEC:
         discovery = discover(target_path)
         spec, found = discovery.spec or kinds.NONE.name, discovery.said

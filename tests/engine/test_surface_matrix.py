@@ -213,3 +213,12 @@ def test_an_mlx_target_without_a_drafter_loads_no_gguf_drafter(folders, plain_id
             assert main(argv) == 0
         stats = json.loads(out.getvalue().splitlines()[-1])
         assert stats["drafter_kind"] == "none" and stats["token_ids"] == plain_ids["qwen35"]
+
+
+def test_pair_with_no_drafter_named_on_an_mlx_folder_checks_the_target_alone(folders):
+    """As chat loads it: the default draft model is a GGUF file, so the MLX folder has no drafter."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["pair", str(folders["qwen35"]), "--no-probe", "--json"]) == 0
+    report = json.loads(out.getvalue())
+    assert report["drafter_kind"] == "none" and report["verdict"] == "No drafter chosen: nothing to check."
