@@ -108,3 +108,39 @@ def test_the_pickers_list_drafter_folders_by_kind_for_the_drafter_alone(qtbot, t
     assert str(folders["qwen35"].resolve()) in targets and str(folders["dflash"].resolve()) not in targets
     qtbot.waitUntil(lambda: not window.busy, timeout=LOAD_TIMEOUT_MS)
     window.close()
+
+
+@pytest.mark.parametrize("kind", ["dflash", "eagle3", "assistant"])
+def test_teaching_and_the_lab_run_a_drafter_folder_that_reads_the_target(
+    qtbot, tmp_path, folders, plain_ids, monkeypatch, kind: str
+):
+    """Teaching mode steps through one of its rounds, and the prompt lab runs it at depths 0 and 2: the same
+    engine the window loaded, the same ids as depth 0."""
+    from tests.app.test_lab import RUN_TIMEOUT_MS, start_lab
+
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "cache"))
+    target, drafter, _ = MATRIX[kind]
+    window = window_on(qtbot, tmp_path, spec(folders, target), spec(folders, drafter))
+    assert window.pair.drafter_kind == kind
+    teach = window.open_teaching()
+    qtbot.addWidget(teach)
+    teach.prompt.setText(PROMPT)
+    teach.depth.setValue(2)
+    teach.start()
+    qtbot.waitUntil(lambda: not teach.waiting, timeout=LOAD_TIMEOUT_MS)
+    for _ in range(3):  # the prompt's pass and its verdict, then round 1's drafts, pending
+        teach.step()
+        qtbot.waitUntil(lambda: not teach.waiting, timeout=LOAD_TIMEOUT_MS)
+    step = teach.verdict_due
+    assert step is not None and step.round.drafted == 2
+    teach.step()
+    assert [t.token_id for t in step.tokens] == plain_ids[target][1 : 1 + len(step.tokens)]
+    teach.close()
+    lab = start_lab(qtbot, window, PROMPT, (0, 2), 8)
+    assert lab.start()
+    qtbot.waitUntil(lambda: not lab.running, timeout=RUN_TIMEOUT_MS)
+    runs = lab.model.results.runs
+    assert [r.depth for r in runs] == [0, 2] and runs[1].stats.drafted > 0
+    assert [list(r.stats.token_ids) for r in runs] == [plain_ids[target][:8]] * 2
+    lab.close()
+    window.close()
