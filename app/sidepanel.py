@@ -136,8 +136,9 @@ class SidePanel(QWidget):
             self.drafter.addItem(name, path)
         for model in self.local:  # used where they are, never copied
             if str(model.path) not in self.recent_files:
-                self.target.addItem(model.label(), str(model.path))
-                self.drafter.addItem(model.label(), str(model.path))
+                if not model.drafter:  # a drafter folder (DFlash, EAGLE-3, an assistant) chats with no one
+                    self.target.addItem(model.label(), str(model.path))
+                self.drafter.addItem(model.picked(), str(model.path))
         for combo in (self.target, self.drafter):
             combo.addItem("Add a folder of models…", FOLDER)
             combo.addItem("Choose a GGUF file…", CHOOSE)

@@ -122,6 +122,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
                     if found is not None:  # the break-even gauge
                         line.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
                     line["rejections"] = rejection_anatomy(tokens, rounds, plain_pass_s).to_json()
+                    line["drafter_kind"] = engine.drafter.kind if engine.drafter is not None else kinds.NONE.name
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
         elif isinstance(event, TokenEvent):
             text = terminal_safe(event.text) if terminal else event.text
@@ -182,9 +183,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def _list_mlx() -> None:
-    """`models --list`'s MLX half: the hub's MLX models by repository id, the pairs for Macs, and the MLX
-    folders already on this machine."""
-    from engine.models.local import local_models
+    """`models --list`'s MLX half: the hub's MLX models by repository id, the pairs for Macs; then the models
+    already on this machine (engine.models.listing)."""
+    from engine.models.listing import print_local_models
     from engine.models.mlx_catalog import MAC_PAIRS, MLX_CATALOG, cached_mlx
 
     print("\nMLX models, fetched from the Hugging Face hub by repository id (`draftlight models KEY`):")
@@ -194,10 +195,7 @@ def _list_mlx() -> None:
     print("\nPairs for Macs (MLX), with what their users measured (not us: see the links):")
     for pair in MAC_PAIRS:
         print(pair.describe())
-    found = [m for m in local_models() if m.runtime == "mlx"]
-    print("\nMLX model folders on this machine:" if found else "\nNo MLX model folders on this machine.")
-    for m in found:
-        print(f"  {m.label()}: {m.path}")
+    print_local_models()
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -279,7 +277,8 @@ def cmd_pair(args: argparse.Namespace) -> int:
         return 2
     if report.compatible or report.drafter_kind == kinds.NONE.name:
         return 0
-    print(f"draftlight: {report.verdict}", file=sys.stderr)  # the status says it to a script; this, to a person
+    # The status says it to a script; this, to a person: the sentence chat and the app refuse the pair with.
+    print(f"draftlight: {report.refusal}", file=sys.stderr)
     return 1
 
 
@@ -311,12 +310,17 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="one message to the model, streamed with provenance")
     chat.add_argument("prompt")
     chat.add_argument("--system", help="system prompt")
-    chat.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
+    chat.add_argument(
+        "--target",
+        default="default",
+        help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows",
+    )
     chat.add_argument(
         "--drafter",
         default="default",
         help="default, none, ngram, mtp (the target's own heads), auto (find one: heads, a drafter file beside "
-        "the target, a smaller model of its family), a catalog name or a .gguf path (a draft model, DFlash, EAGLE-3)",
+        "the target, a smaller model of its family), a catalog name, a .gguf path or an MLX folder (a draft model, "
+        "DFlash, DSpark, EAGLE-3, a Gemma 4 assistant: its kind is read from the file)",
     )
     chat.add_argument(
         "--depth",
@@ -360,7 +364,11 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=cmd_doctor)
 
     tune = sub.add_parser("tune", help="measure this box's cost of rows and draft steps for a model pair")
-    tune.add_argument("--target", default="default")
+    tune.add_argument(
+        "--target",
+        default="default",
+        help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows",
+    )
     tune.add_argument("--drafter", default="default")
     tune.add_argument("--ctx", type=ctx_arg, default=4096)
     tune.add_argument("--threads", type=threads_arg, default=0)
@@ -378,9 +386,14 @@ def build_parser() -> argparse.ArgumentParser:
         "pair",
         help="the pairing doctor: can this drafter draft for this target, and would it pay here (exit 1: it cannot)",
     )
-    pair.add_argument("target", help="default, a catalog name or a .gguf path")
     pair.add_argument(
-        "drafter", nargs="?", default="default", help="default, mtp, ngram, auto, none, a catalog name or a .gguf path"
+        "target", help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows"
+    )
+    pair.add_argument(
+        "drafter",
+        nargs="?",
+        default="default",
+        help="default, mtp, ngram, auto, none, a catalog name, a .gguf path or an MLX folder",
     )
     pair.add_argument(
         "--probe-seconds", type=_within(float, 3600), default=20.0, help="time for the acceptance probe (default 20)"
@@ -398,8 +411,16 @@ def build_parser() -> argparse.ArgumentParser:
     pair.set_defaults(func=cmd_pair)
 
     serve = sub.add_parser("serve", help="the engine as an HTTP server (OpenAI-compatible, with provenance)")
-    serve.add_argument("--target", default="default", help="default, a catalog name or a .gguf path")
-    serve.add_argument("--drafter", default="default", help="default, none, ngram, a catalog name or a .gguf path")
+    serve.add_argument(
+        "--target",
+        default="default",
+        help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows",
+    )
+    serve.add_argument(
+        "--drafter",
+        default="default",
+        help="default, none, ngram, mtp, auto, a catalog name, a .gguf path or an MLX folder",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="where to listen (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument(

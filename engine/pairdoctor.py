@@ -21,7 +21,7 @@ from engine.drafting import kinds
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, speculation_pays, why_plain
 from engine.measure.profile import drafting_free, load_profile, saved_rows
 from engine.models import catalog
-from engine.models.compat import Rule, rules
+from engine.models.compat import Rule, Verdict, rules
 from engine.models.discover import discover, drafter_kind
 from engine.models.pairing import (
     Memory,
@@ -92,6 +92,11 @@ class PairReport:
             return "The drafter can draft for this target."
         return f"The drafter cannot draft for this target: {sum(not r.holds for r in self.rules)} rule(s) fail."
 
+    @property
+    def refusal(self) -> str:
+        """Why the drafter cannot draft for this target, in the one sentence `chat` and the app refuse it with."""
+        return Verdict(False, tuple(reason for rule in self.rules for reason in rule.reasons)[:4]).explain()
+
     def lines(self, marks: tuple[str, str] = ("✓", "✗")) -> list[str]:
         """The report as a doctor writes it: a line per rule with its mark, then the rest."""
         drafter = self.drafter.name if self.drafter else self.drafter_kind
@@ -152,6 +157,8 @@ def pair_report(
     options = options or RuntimeOptions()
     target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, None, download)
     spec, found = str(drafter), ""
+    if spec == "default" and model_format(target_path) == "mlx":
+        spec = kinds.NONE.name  # the default draft model is a GGUF file: an MLX folder loads alone (Engine.load)
     if spec == kinds.AUTO_SPEC:
         discovery = discover(target_path)
         spec, found = discovery.spec or kinds.NONE.name, discovery.said

@@ -65,8 +65,10 @@ def load_drafter(
         if keyword.reads_target and target_ctx is None:
             raise ValueError(f"{keyword.words} draft on the target's context: pass target_ctx")
         return kinds.load(keyword, target_ctx, None, target.options), None
-    path = catalog.resolve(catalog.DEFAULT_DRAFTER if str(spec) == "default" else spec, progress, download)
     runtime = runtime_of(target)
+    if str(spec) == "default" and runtime == MLX and not _converted(target):
+        return None, None  # the default draft model is a GGUF file: an MLX folder's target gets none unless named
+    path = catalog.resolve(catalog.DEFAULT_DRAFTER if str(spec) == "default" else spec, progress, download)
     if runtime == MLX and chosen_runtime(path) == LLAMA and not _plain_gguf(path):
         raise IncompatibleDrafter(
             f"{path.name} is a {kinds.kind_of_spec(path, path).label} file for llama.cpp, and {target.name} runs on "
@@ -77,6 +79,10 @@ def load_drafter(
             f"{path.name} is an MLX model folder and {target.name} runs on llama.cpp: pick a GGUF drafter, "
             "or load the pair with --runtime mlx."
         )
+    if runtime == MLX and chosen_runtime(path) == MLX:
+        folder_kind = _folder_kind(path)
+        if folder_kind.reads_target:
+            return _load_folder_drafter(target, path, folder_kind, target_ctx)
     model = load_model(path, runtime, options, converter(progress))
     try:
         verdict = check(target, model)
@@ -113,6 +119,37 @@ def converter(progress: catalog.Progress | None) -> Callable[[Path], Path]:
             progress(1, 1, message)
 
     return lambda path: mlx_folder_for(path, log=log)
+
+
+def _converted(target: TextModel) -> bool:
+    """Whether an MLX target is a GGUF model converted into the cache (the default pair on MLX)."""
+    from engine.models.mlx_conversions import conversions_dir
+
+    return target.path is not None and Path(target.path).resolve().is_relative_to(conversions_dir().resolve())
+
+
+def _folder_kind(path: Path) -> kinds.DrafterKind:
+    """The kind of drafter an MLX folder is, from its config (engine.models.mlx_compat); a draft model
+    where the folder cannot be read (the loader then says why)."""
+    from engine.models import mlx_compat
+
+    folder = mlx_compat.read_mlx(path)
+    return mlx_compat.kind_of(folder) if folder is not None else kinds.MODEL
+
+
+def _load_folder_drafter(
+    target: TextModel, path: Path, kind: kinds.DrafterKind, target_ctx: RuntimeContext | None
+) -> tuple[Drafter | None, Verdict]:
+    """An MLX drafter folder of a kind that reads the target (DFlash, DSpark, EAGLE-3, an assistant),
+    checked against the target's folder, then loaded on its context by the kinds table."""
+    from engine.models import mlx_compat
+
+    verdict = mlx_compat.check_folders(target.path, path) if target.path is not None else Verdict(True)
+    if not verdict.compatible:
+        raise IncompatibleDrafter(verdict.explain())
+    if target_ctx is None:
+        raise IncompatibleDrafter(f"{path.name} reads the target's layers: load it beside a loaded target.")
+    return kinds.load(kind, target_ctx, path, target.options), verdict
 
 
 def _plain_gguf(path: Path) -> bool:

@@ -33,7 +33,8 @@ def mlx_facts(folder: MlxFolder) -> ModelFacts:
     """A folder's shapes as the doctor reports them: its KV cache from config.json's heads and widths.
     Every `full_attention_interval`-th layer of a hybrid keeps a KV cache; the rest a recurrent state."""
     config = folder.config
-    layers = folder.layers or 0
+    layer = config.get("transformer_layer_config")  # EAGLE-3's own layers are described there
+    layers = folder.layers or (_count(layer, "num_hidden_layers") if isinstance(layer, dict) else None) or 0
     heads = _count(config, "num_attention_heads") or 0
     kv_heads = _count(config, "num_key_value_heads") or heads
     width = folder.hidden_size or 0

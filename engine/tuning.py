@@ -17,7 +17,7 @@ from engine.models.discover import drafter_kind
 from engine.pairloading import load_target
 from engine.progress import say_on_stderr, terminal_progress
 from engine.runtime import RuntimeOptions
-from engine.runtime.formats import runtime_name
+from engine.runtime.formats import model_format, runtime_name
 from engine.runtime.loading import chosen_runtime
 from engine.runtime.protocol import TextModel
 
@@ -29,9 +29,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     progress = terminal_progress()
     target_path = catalog.resolve(catalog.DEFAULT_TARGET if args.target == "default" else args.target, progress)
     runtime = chosen_runtime(target_path, args.runtime)
-    if args.drafter in (kinds.MTP.name, kinds.NGRAM.name) or (
-        args.drafter != "default"
-        and drafter_kind(target_path, catalog.resolve(args.drafter, progress)) != kinds.MODEL.name
+    # The default draft model is a GGUF file: an MLX folder's target is tuned alone (nothing converted).
+    mlx_folder_alone = args.drafter == "default" and model_format(target_path) == "mlx"
+    if (
+        mlx_folder_alone
+        or args.drafter in (kinds.MTP.name, kinds.NGRAM.name)
+        or (
+            args.drafter != "default"
+            and drafter_kind(target_path, catalog.resolve(args.drafter, progress)) != kinds.MODEL.name
+        )
     ):
         return _tune_target_only(target_path, runtime, options)
     drafter_path = catalog.resolve(catalog.DEFAULT_DRAFTER if args.drafter == "default" else args.drafter, progress)

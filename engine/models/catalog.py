@@ -334,6 +334,30 @@ def _tqdm_reporting(progress: Progress, label: str):
     return Reporting
 
 
+def hf_snapshot(path: Path) -> Path | None:
+    """A Hugging Face cache repository folder (models--org--name) as the snapshot it holds: the one its
+    refs/main names, else the newest; None for any other path."""
+    snapshots = path / "snapshots"
+    if not path.name.startswith("models--") or not snapshots.is_dir():
+        return None
+    try:
+        ref = (path / "refs" / "main").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        ref = ""
+    if ref and "/" not in ref and (snapshots / ref).is_dir():
+        return snapshots / ref
+    held = sorted((p for p in snapshots.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    return held[-1] if held else None
+
+
+def local_named(name: str) -> Path | None:
+    """The model on this machine that `draftlight models --list` names `name` (LM Studio's
+    mlx-community/NAME, the Hugging Face cache's org/repo, Ollama's name:tag), or None."""
+    from engine.models.local import local_models
+
+    return next((m.path for m in local_models() if m.name == name), None)
+
+
 def hub_allowed() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "") in ("", "0") and os.environ.get("DRAFTLIGHT_OFFLINE", "") in ("", "0")
 
@@ -347,10 +371,16 @@ def resolve(spec: str | Path | CatalogModel, progress: Progress | None = None, d
         model = lookup(text) if text != "default" else DEFAULT_TARGET
         if model is None:
             path = Path(text).expanduser()
-            if not path.exists():
+            if path.exists():
+                return hf_snapshot(path) or path
+            found = local_named(text)
+            if found is None:
                 names = ", ".join(CATALOG)
-                raise ModelFileError(f"No model file at {path}, and no catalog model of that name ({names}).")
-            return path
+                raise ModelFileError(
+                    f"No model file at {path}, and no catalog model of that name ({names}), nor a model on this "
+                    "machine called that: `draftlight models --list` shows them, by the names --target takes."
+                )
+            return found
     tried: list[str] = []
 
     if models_dir().is_dir():

@@ -126,6 +126,7 @@ def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=
         passed_over.append(mlx_compat.runtimes_differ(target_path, path, MLX, "llama"))
     found = mlx_compat.candidates(target, folders, home, env)
     drafters = [f for f in found if mlx_compat.kind_of(f).reads_target]
+    drafters.sort(key=lambda f: not mlx_compat.made_for(target, f))  # made for this target first, else in order
     models = [f for f in found if not f.drafter and f.architecture == target.architecture and f.size < target.size]
     for side in [*drafters, *sorted(models, key=lambda f: -f.size)]:
         what, why_not = mlx_compat.fits(target, side)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import DraftlightError
-from engine.models.mlx_folders import folders_under, read_folder
+from engine.models.mlx_folders import drafter_words, folders_under, read_folder
 from engine.runtime.gguf import read_gguf
 
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
@@ -51,6 +51,11 @@ class LocalModel:
     architecture: str
     runtime: str = "llama"  # "llama" for a GGUF file, "mlx" for an MLX folder (engine.runtime.formats)
     group_size: int | None = None  # an MLX folder's quantization groups
+    drafter: str = ""  # a drafter folder's kind in words ("an EAGLE-3 drafter, 1 layer"); "" for a model
+
+    def picked(self) -> str:
+        """Its entry in the app's pickers: a drafter folder says its kind first."""
+        return f"{self.drafter}: {self.label()}" if self.drafter else self.label()
 
     def label(self) -> str:
         words = " ".join(w for w in ("MLX" if self.runtime == "mlx" else "", self.quantization) if w)
@@ -116,8 +121,9 @@ def _mlx_models(roots: list[tuple[Path, str]], hub: Path) -> Iterator[LocalModel
                 _hf_name(folder, hub) if root == hub else str(folder.relative_to(root)) if folder != root else root.name
             )
             q = mlx.quantization
+            words = drafter_words(mlx) if mlx.drafter else ""
             yield LocalModel(
-                real, name, source, mlx.size, mlx.words(), mlx.architecture, "mlx", q.group_size if q else None
+                real, name, source, mlx.size, mlx.words(), mlx.architecture, "mlx", q.group_size if q else None, words
             )
 
 

@@ -16,13 +16,21 @@ from pathlib import Path
 
 from engine.drafting import kinds
 from engine.models.compat import VOCAB_SIZE_TOLERANCE, Rule, Verdict, verdict_of
-from engine.models.mlx_folders import MAX_TOKENIZER_BYTES, MlxFolder, inside, read_folder, read_json
+from engine.models.mlx_folders import (
+    DRAFTER_WORDS,
+    MAX_TOKENIZER_BYTES,
+    MlxFolder,
+    inside,
+    read_folder,
+    read_header,
+    read_json,
+)
 
 KIND_OF = {"dflash": kinds.DFLASH, "dspark": kinds.DSPARK, "eagle3": kinds.EAGLE3, "assistant": kinds.ASSISTANT,
            "mtp": kinds.MTP}  # fmt: skip
 WIDTH_KEYS = ("target_hidden_size", "backbone_hidden_size")
-WORDS = {"dflash": "a DFlash drafter", "dspark": "a DSpark drafter", "eagle3": "an EAGLE-3 drafter",
-         "assistant": "a Gemma 4 assistant model", "mtp": "an MTP head in a folder of its own"}  # fmt: skip
+ASSISTANT_TARGETS = frozenset({"gemma4", "gemma4_text"})  # the families a Gemma 4 assistant attends to
+WORDS = DRAFTER_WORDS
 
 
 @dataclass(frozen=True)
@@ -135,27 +143,96 @@ def made_for_rule(target: MlxFolder, drafter: MlxFolder) -> Rule | None:
 
 
 def fits(target: MlxFolder, side: MlxFolder) -> tuple[str, str]:
-    """(what the folder is, in words; why it does not fit this target, or "")."""
+    """(what the folder is, in words; why it does not fit this target, or ""): what each kind needs of
+    its target, from config.json alone: its width, the layers it reads inside the target's depth, an
+    assistant's family, EAGLE-3's vocabulary map. The loaders (engine.drafting.on_mlx) check the same."""
     kind = kind_of(side)
     if not kind.reads_target:
         return "a draft model", ""
+    said = WORDS[side.drafter]
+    why_not = next((why for why in _needs(target, side, kind) if why), "")
+    return said, f"is {said} {why_not}: it was trained for another target" if why_not else ""
+
+
+def _needs(target: MlxFolder, side: MlxFolder, kind: kinds.DrafterKind):
+    """Each thing the drafter needs of the target, as the clause saying it does not hold ("" where it holds)."""
     width = target.hidden_size
-    theirs = next((v for v in (side.config.get(k) for k in WIDTH_KEYS) if isinstance(v, int)), None)
+    theirs = next((v for v in (side.config.get(k) for k in WIDTH_KEYS) if _whole(v)), None)
     if theirs is None and kind is not kinds.ASSISTANT:  # DFlash, DSpark and MTP heads run at the target's width
         theirs = side.hidden_size
-    said = WORDS[side.drafter]
     if theirs is not None and width is not None and theirs != width:
-        return (
-            said,
-            f"is {said} for a model {theirs:,} wide, and the target is {width:,} wide: it was trained for another target",
-        )
-    layers = side.config.get("num_target_layers")
-    if isinstance(layers, int) and target.layers is not None and layers != target.layers:
-        return said, (
-            f"is {said} for a model of {layers} layers, and the target has {target.layers}: "
-            "it was trained for another target"
-        )
-    return said, ""
+        yield f"for a model {theirs:,} wide, and the target is {width:,} wide"
+    flash = side.config.get("dflash_config")
+    flash = flash if isinstance(flash, dict) else {}
+    trained = side.config.get("num_target_layers", flash.get("num_target_layers"))
+    if _whole(trained) and target.layers is not None and trained != target.layers:
+        yield f"for a model of {trained} layers, and the target has {target.layers}"
+    if kind is kinds.ASSISTANT and target.architecture not in ASSISTANT_TARGETS:
+        yield f"made for a Gemma 4 target, and the target is {target.architecture}"
+    reads = _layers_read(side, kind, flash)
+    if target.layers is not None and any(not 0 <= i < target.layers for i in reads):
+        yield f"reading the target's layers {_and(reads)}, and the target has layers 0 to {target.layers - 1}"
+    if kind is kinds.EAGLE3:
+        yield _vocabulary_map(target, side)
+
+
+def made_for(target: MlxFolder, side: MlxFolder) -> bool:
+    """Whether a drafter's config names the target it was made for and this target is it: an assistant
+    beside a Gemma 4, a drafter trained on a target of this many layers. `--drafter auto` takes these first."""
+    kind = kind_of(side)
+    if kind is kinds.ASSISTANT:
+        return target.architecture in ASSISTANT_TARGETS
+    flash = side.config.get("dflash_config")
+    trained = side.config.get("num_target_layers", flash.get("num_target_layers") if isinstance(flash, dict) else None)
+    return kind.reads_target and _whole(trained) and trained == target.layers
+
+
+def _and(numbers: list[int]) -> str:
+    """ "0", "0 and 5", "-5, 1 and 2"."""
+    words = [str(n) for n in numbers]
+    return " and ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _layers_read(side: MlxFolder, kind: kinds.DrafterKind, flash: dict) -> list[int]:
+    """The target's layers a drafter reads: DFlash's and DSpark's `target_layer_ids`; EAGLE-3's, with the
+    layers before them whose outputs it taps (as mlx-vlm's Eagle3Config derives `capture_layer_ids`)."""
+    if kind in (kinds.DFLASH, kinds.DSPARK):
+        ids = flash.get("target_layer_ids", side.config.get("target_layer_ids"))
+    elif kind is kinds.EAGLE3:
+        ids = side.config.get("target_layer_ids") or side.config.get("eagle_aux_hidden_state_layer_ids")
+        capture = side.config.get("capture_layer_ids")
+        if isinstance(capture, list) and isinstance(ids, list):
+            ids = [*ids, *capture]
+    else:
+        return []
+    return sorted({i for i in ids if _whole(i)}) if isinstance(ids, list) else []
+
+
+def _vocabulary_map(target: MlxFolder, side: MlxFolder) -> str:
+    """Why an EAGLE-3 drafter's tokens do not map onto the target's, or "": its head writes the target's
+    vocabulary, directly or through `d2t` (a draft vocabulary's id to the target's)."""
+    layer = side.config.get("transformer_layer_config")
+    full = layer.get("vocab_size") if isinstance(layer, dict) else None
+    draft = side.config.get("draft_vocab_size", full)
+    if _whole(full) and target.vocab_size is not None and full != target.vocab_size:
+        return f"mapping its tokens into a vocabulary of {full:,}, and the target has {target.vocab_size:,}"
+    if _whole(draft) and _whole(full) and draft != full and _d2t_size(side) != draft:
+        return f"with a draft vocabulary of {draft:,} tokens and no map (d2t) of as many into the target's"
+    return ""
+
+
+def _d2t_size(side: MlxFolder) -> int | None:
+    """The length of the drafter's `d2t` tensor, from its safetensors headers; None where it has none."""
+    for path in side.weights:
+        header = read_header(path)
+        shape = header.tensors.get("d2t", (None, ()))[1] if header is not None else ()
+        if len(shape) == 1:
+            return shape[0]
+    return None
 
 
 def runtimes_differ(target: str | Path, drafter: str | Path, target_runtime: str, drafter_runtime: str) -> str:

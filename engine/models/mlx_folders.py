@@ -39,6 +39,8 @@ DRAFTER_MODEL_TYPES = {
     "eagle3": "eagle3",
 }
 MTP_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
+DRAFTER_WORDS = {"dflash": "a DFlash drafter", "dspark": "a DSpark drafter", "eagle3": "an EAGLE-3 drafter",
+                 "assistant": "a Gemma 4 assistant model", "mtp": "an MTP head in a folder of its own"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -281,6 +283,16 @@ def read_folder(folder: Path, root: Path) -> MlxFolder | None:
         config=config,
         packed=packed,
     )
+
+
+def drafter_words(folder: MlxFolder) -> str:
+    """ "a DFlash drafter, 1 layer", "an EAGLE-3 drafter, 1 layer": its kind, and its own layers where said."""
+    said = DRAFTER_WORDS.get(folder.drafter, "a draft model")
+    layer = folder.config.get("transformer_layer_config")  # EAGLE-3 describes its own layers there
+    layers = folder.layers or (layer.get("num_hidden_layers") if isinstance(layer, dict) else None)
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
+        said += f", {layers} layer{'s' if layers != 1 else ''}"
+    return said
 
 
 def folders_under(root: Path, max_depth: int = 6) -> list[Path]:

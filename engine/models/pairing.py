@@ -177,7 +177,10 @@ def drafter_architecture(drafter: ModelFacts | None, kind: str) -> str:
     words = known.words if known is not None else kind
     if drafter is None or (known is kinds.MTP and drafter.mtp_heads and drafter.layers == drafter.mtp_heads):
         return f"The drafter is {words}."
-    shape = f"a {drafter.architecture} model, {drafter.layers} layer{'s' if drafter.layers != 1 else ''}"
+    article = "an" if drafter.architecture[:1].lower() in "aeiou" else "a"
+    shape = f"{article} {drafter.architecture} model"
+    if drafter.layers:
+        shape += f", {drafter.layers} layer{'s' if drafter.layers != 1 else ''}"
     if drafter.state_kind:
         shape += f", {drafter.state_kind}"
     return f"The drafter ({drafter.name}) is {words}: {shape}."

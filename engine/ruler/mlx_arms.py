@@ -94,17 +94,9 @@ class OurArms:
     A draft model is dropped for the depth-0 arm. A drafter that reads the target stays: a depth-0
     reply pauses its watch on the target's batches (Engine.stream), as any plain reply of that pair."""
 
-    def __init__(
-        self, target: Path, drafter: Path | str, runtime: str, options: RuntimeOptions, kind: str | None = None
-    ) -> None:
-        """`kind` (engine.drafting.kinds) for a drafter folder that reads the target: Engine.load takes
-        any MLX folder for a draft model, so the kinds table loads it on the target's context."""
-        file_kind = kinds.kind_named(kind) if kind else None
-        if file_kind is not None and file_kind.reads_target and not file_kind.keyword:
-            self.engine = Engine.load(target, None, options, runtime=runtime)
-            self.engine.set_drafter(kinds.load(file_kind, self.engine.ctx, Path(drafter), self.engine.target.options))
-        else:
-            self.engine = Engine.load(target, drafter, options, runtime=runtime)
+    def __init__(self, target: Path, drafter: Path | str, runtime: str, options: RuntimeOptions) -> None:
+        """The drafter's kind is read from its folder by the engine's own load (engine.pairloading)."""
+        self.engine = Engine.load(target, drafter, options, runtime=runtime)
         self.drafter = self.engine.drafter
 
     def run(self, arm: Arm, prompt: BenchPrompt, ids: list[int], n_tokens: int) -> RunRecord:
@@ -161,7 +153,7 @@ def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchRe
     options = RuntimeOptions(n_ctx=config.n_ctx, n_threads=config.threads)
     arms = mlx_arms(config)
     reads_target = config.kind != kinds.MODEL.name
-    ours = OurArms(config.target, config.drafter or config.kind, "mlx", options, config.kind)
+    ours = OurArms(config.target, config.drafter or config.kind, "mlx", options)
     runners: dict[str, object] = {OURS: ours, MLX_LM: MlxLmArms(ours.engine)}
     notes: list[str] = []
     try:

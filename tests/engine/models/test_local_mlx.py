@@ -51,7 +51,7 @@ def test_mlx_folders_are_listed_beside_gguf_files_each_once(tmp_path):
                    "mlx", None),
         LocalModel(triplets.resolve(), "tiny-mlx", str(mine), weights_size(triplets), "", "qwen2", "mlx", None),
         LocalModel(dflash.resolve(), "z-lab/Qwen3-4B-DFlash-b16", "Hugging Face cache", weights_size(dflash), "bf16",
-                   "qwen3", "mlx", None),
+                   "qwen3", "mlx", None, "a DFlash drafter, 2 layers"),
     ]  # fmt: skip
     assert found[2].label() == f"mlx-community/Qwen3-4B-4bit MLX 4-bit, {found[2].size / 1e9:.2f} GB (LM Studio)"
     assert found[4].label() == f"tiny-mlx MLX, {found[4].size / 1e9:.2f} GB ({mine})"

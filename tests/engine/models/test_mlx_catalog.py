@@ -98,10 +98,14 @@ def test_models_list_shows_the_mlx_catalog_the_pairs_for_macs_and_the_folders_he
     assert "Pairs for Macs (MLX), with what their users measured (not us: see the links):" in out
     assert "  reported: 33.3 -> 98.1 tok/s (Apple Silicon, dflash-mlx) https://github.com/bstnxbt/dflash-mlx" in out
     size = (lms / "model.safetensors").stat().st_size
-    assert out[-3:] == [
+    drafter_size = sum(p.resolve().stat().st_size for p in snapshot.glob("*.safetensors"))
+    assert out[-5:] == [  # the drafter folder listed with its kind, under the target it fits
+        "No GGUF models in LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache.",
+        "",
         "MLX model folders on this machine:",
         f"  mlx-community/Qwen3-4B-4bit MLX 4-bit, {size / 1e9:.2f} GB (LM Studio): {lms.resolve()}",
-        f"  z-lab/Qwen3.6-27B-DFlash MLX bf16, {sum(p.resolve().stat().st_size for p in snapshot.glob('*.safetensors')) / 1e9:.2f} GB (Hugging Face cache): {snapshot.resolve()}",
+        "    a DFlash drafter, 2 layers, drafts for it: z-lab/Qwen3.6-27B-DFlash MLX bf16, "
+        f"{drafter_size / 1e9:.2f} GB (Hugging Face cache): {snapshot.resolve()}",
     ]
     assert main(["models", "qwen3.6-27b-dflash-mlx", "--offline"]) == 0
     assert capsys.readouterr().out == f"DFlash drafter for Qwen3.6-27B (z-lab): {snapshot.resolve()}\n"
