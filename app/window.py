@@ -252,6 +252,7 @@ class MainWindow(ToolWindows, QMainWindow):
 
     # ---- sending ----
     def send(self) -> None:
+        self.input.setFocus()  # what is typed next goes to the box, whether Send was clicked or pressed
         text = self.input.toPlainText().strip()
         if not text or not self._can_reply():
             return
