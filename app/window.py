@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter
 
-from app import exports, settings, theme
+from app import exports, settings, storeedits, theme
 from app.actions import MessageActions, alternative_note
 from app.charts import ChartModel, ChartsPanel
 from app.conversations import ConversationActions
@@ -66,6 +66,8 @@ class MainWindow(ToolWindows, QMainWindow):
         self.attaching = False  # a Connect is on its way to the worker
         self.conversation_id = 0
         self.last_reply_stats: RunStats | None = None
+        self.just_sent: tuple[int, str] | None = None  # the message that asked for the reply now running
+        self.fit_note = ""  # which oldest turns the reply's prompt left out, if any
         self.auto: AutoStatus | None = None  # the latest, while Auto is chosen
         self.save_preferences = prefs is None  # preferences handed in (tests, self-test) stay private
         self.offer_first_run = prefs is None  # no dialog in tests and the self-test unless asked for
@@ -190,6 +192,8 @@ class MainWindow(ToolWindows, QMainWindow):
         self.worker.events.connect(self._events)
         self.worker.reply_failed.connect(self._reply_failed)
         self.worker.reply_stopped.connect(self._reply_stopped)
+        self.worker.message_refused.connect(self._message_refused)
+        self.worker.prompt_fitted.connect(self._prompt_fitted)
         self.worker.busy_changed.connect(self._busy_changed)
         self.worker.auto_status.connect(self._auto_status)
         self.thread.start()
@@ -267,6 +271,7 @@ class MainWindow(ToolWindows, QMainWindow):
         tag_last_message(self.transcript, message_id)
         self._fill_conversation_list()
         self._request_reply(self.engine_messages())
+        self.just_sent = (message_id, text)
 
     def retry(self) -> None:
         """Ask again for the reply a lost connection cut: the conversation up to its last user message."""
@@ -291,6 +296,7 @@ class MainWindow(ToolWindows, QMainWindow):
     def _request_reply(self, messages: list[Message]) -> None:
         self._say("")
         self.retry_button.hide()
+        self.just_sent, self.fit_note = None, ""
         request = ReplyRequest(tuple(messages), self.side.config(), self.side.thinking.isChecked())
         self.reply.begin(self.conversation_id)  # on disk from now, marked interrupted until it ends
         self.chart_model.begin_message()
@@ -326,6 +332,7 @@ class MainWindow(ToolWindows, QMainWindow):
         stopped = stats.finish_reason is FinishReason.CANCELLED
         note = stats.message if stats.finish_reason is FinishReason.CONTEXT_FULL else ""
         note = note or uncoloured_note(self.reply_tokens, self.pair.remote if self.pair else None)
+        note = " · ".join(n for n in (self.fit_note, note) if n)
         self.transcript.end_reply(stats, stopped, note)
         self.reply.finish(stats, stopped)
         self.last_reply_stats = stats
@@ -343,6 +350,26 @@ class MainWindow(ToolWindows, QMainWindow):
         self.streaming = False
         self.transcript.add_error(message)
         self.store.add_message(self.conversation_id, StoredMessage("error", message))
+        self._update_buttons()
+        self.reply_finished.emit(None)
+
+    def _prompt_fitted(self, note: str) -> None:
+        self.fit_note = note
+        if note:
+            self._say(note)
+
+    def _message_refused(self, sentence: str) -> None:
+        """The newest message cannot fit the context even alone: it leaves the conversation and
+        goes back to the box, and the sentence gives the figures. Nothing else is lost."""
+        self.reply.fail()
+        self.streaming = False
+        sent, self.just_sent = self.just_sent, None
+        if sent is not None:
+            storeedits.delete_message(self.store, self.conversation_id, sent[0])
+            if not self.input.toPlainText().strip():
+                self.input.setPlainText(sent[1])
+        self.open_conversation(self.conversation_id)
+        self._say(sentence)
         self._update_buttons()
         self.reply_finished.emit(None)
 
