@@ -18,6 +18,7 @@ from app.firstrun import is_missing_model
 from app.menus import Menus
 from app.messagetags import tag_last_message
 from app.pairing import PairingPanel
+from app.preferences import context_sentence
 from app.remote import EngineMenu, ThermalSource, place_text, uncoloured_note
 from app.replies import ReplyWriter
 from app.sidepanel import SidePanel
@@ -102,7 +103,10 @@ class MainWindow(ToolWindows, QMainWindow):
     def load(self, request: LoadRequest) -> None:
         """Load a pair; at Auto depth, plain on the fastest settings where drafts cannot pay here."""
         auto = self.side.chosen_depth() == AUTO
-        self.request_load.emit(replace(request, go_plain=not self.watch_speculation, auto=auto, runtime=self.runtime))
+        options = replace(request.options, n_ctx=self.prefs.context)  # 0: Auto, sized by the engine
+        self.request_load.emit(
+            replace(request, options=options, go_plain=not self.watch_speculation, auto=auto, runtime=self.runtime)
+        )
 
     def attach(self, url: str, token: str = "") -> None:
         """Replies from the engine at `url` (`draftlight serve`, llama-server, vLLM) from now on."""
@@ -414,6 +418,8 @@ class MainWindow(ToolWindows, QMainWindow):
         title = " — ".join(x for x in ("Draftlight", f"{info.target_name} + {info.drafter_name}", mode, on) if x)
         self.setWindowTitle(title)
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
+        if self.preferences_window is not None:  # the context made, beside the one asked for
+            self.preferences_window.context_now.setText(context_sentence(info))
         self._say("")  # the standing notices: the pair's in one line, with "why?"
         self.speculate_button.setVisible(info.plain)
         self._update_buttons()

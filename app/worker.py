@@ -82,6 +82,8 @@ class PairInfo:
     remote: RemoteInfo | None = None  # the engine runs on another machine: what answers there
     remote_thermal: Callable[[], ThermalReading] | None = None  # reads the remote box's thermal state
     runtime: str = ""  # "llama" or "mlx" on this machine; "" for a remote engine
+    n_ctx: int = 0  # the context made, in tokens; 0 for a remote engine
+    n_ctx_train: int = 0  # the target's trained length
 
 
 def remote_verdict(info: RemoteInfo) -> str:
@@ -303,6 +305,8 @@ class EngineWorker(QObject):
             notice=" ".join(part for part in (notice, engine.notice) if part),
             plain_pass_s=engine.plain_pass_s(),
             plain=bool(engine.plain_reason),
+            n_ctx=engine.ctx.n_ctx,
+            n_ctx_train=engine.target.n_ctx_train,
             runtime=engine.runtime,
         )
 

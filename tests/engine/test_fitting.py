@@ -73,3 +73,14 @@ def test_a_message_too_long_to_spell_is_refused_in_characters(smol):
     with pytest.raises(MessageTooLong) as caught:
         fit_conversation(smol, [Message("user", huge)], 512, 128)
     assert str(caught.value).startswith(f"This message is {len(huge):,} characters with the chat template")
+
+
+def test_an_automatic_context_is_the_trained_length_as_far_as_memory_allows():
+    from engine.runtime.contextsize import auto_context
+
+    assert auto_context(32_768) == 32_768
+    assert auto_context(131_072) == 32_768  # past 32,768 few conversations use the memory
+    assert auto_context(2_048, 28_672, 24 * 2**30) == 2_048
+    assert auto_context(32_768, 28_672, 2 * 2**30) == 18_688  # a quarter of 2 GiB at 28,672 bytes a token
+    assert auto_context(32_768, 28_672, 2**20) == 256  # never less than one step
+    assert auto_context(0) == 32_768  # a model that does not say
