@@ -105,6 +105,8 @@ class SidePanel(QWidget):
         self.depth_note = QLabel()
         self.depth_note.setWordWrap(True)
         self.depth_note.setObjectName("depth_note")
+        # What Auto did describes the last Auto reply: another depth or pair makes it stale.
+        self.depth.currentIndexChanged.connect(lambda _i: self.depth_note.clear())
         gform.addRow("Depth", self.depth)
         gform.addRow(self.depth_note)
         gform.addRow("Temperature", self.temperature)

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter
 from app import exports, settings, storeedits, theme
 from app.actions import MessageActions, alternative_note
 from app.charts import ChartModel, ChartsPanel
-from app.conversations import ConversationActions
+from app.conversations import ConversationActions, title_from
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
 from app.firstrun import is_missing_model
 from app.menus import Menus
@@ -269,7 +269,7 @@ class MainWindow(ToolWindows, QMainWindow):
         if not self.store.in_memory:
             self.store_notice = ""  # a database moved aside was said once; memory-only stays said
         if not self.store.messages(self.conversation_id):
-            self.store.rename(self.conversation_id, text.splitlines()[0][:48])
+            self.store.rename(self.conversation_id, title_from(text))
         message_id = self.store.add_message(self.conversation_id, StoredMessage("user", text))
         self.transcript.add_user(text)
         tag_last_message(self.transcript, message_id)
@@ -354,6 +354,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.streaming = False
         self.transcript.add_error(message)
         self.store.add_message(self.conversation_id, StoredMessage("error", message))
+        self.retry_button.show()  # every failed reply can be asked for again
         self._update_buttons()
         self.reply_finished.emit(None)
 
@@ -418,6 +419,7 @@ class MainWindow(ToolWindows, QMainWindow):
         title = " — ".join(x for x in ("Draftlight", f"{info.target_name} + {info.drafter_name}", mode, on) if x)
         self.setWindowTitle(title)
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
+        self.side.depth_note.clear()  # what Auto did with the models before
         if self.preferences_window is not None:  # the context made, beside the one asked for
             self.preferences_window.context_now.setText(context_sentence(info))
         self._say("")  # the standing notices: the pair's in one line, with "why?"
