@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter
+from PySide6.QtWidgets import QApplication, QFrame, QMainWindow, QScrollArea, QSplitter, QWidget
 
 from app import exports, settings, storeedits, theme
 from app.actions import MessageActions, alternative_note
@@ -38,6 +38,16 @@ def default_size(free_width: int, free_height: int) -> tuple[int, int]:
     """The window's first size on a screen with this much free room, less the title bar's: all of it
     shows on a 1440x900 laptop screen (a Mac's menu bar and title bar take about 55 px of the 900)."""
     return min(DEFAULT_SIZE[0], free_width), min(DEFAULT_SIZE[1], free_height - 40)
+
+
+def scrolling(widget: QWidget) -> QScrollArea:
+    """`widget` in a frameless scroll area that lends it the room it has, and scrolls past that."""
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    return area
 
 
 class MainWindow(ToolWindows, QMainWindow):
@@ -147,8 +157,12 @@ class MainWindow(ToolWindows, QMainWindow):
         self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
         self.side_splitter = right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.side)
-        right.addWidget(self.charts)
+        # Each scrolls where the window is small (1024x700): nothing is cut, nothing sets the window's minimum.
+        side = scrolling(self.side)
+        side.setMinimumWidth(self.side.minimumSizeHint().width() + side.verticalScrollBar().sizeHint().width())
+        side.setMinimumHeight(self.side.minimumSizeHint().height())  # the charts give way first
+        right.addWidget(side)
+        right.addWidget(scrolling(self.charts))
         right.setStretchFactor(1, 1)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
