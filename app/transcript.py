@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -96,6 +96,7 @@ class TranscriptView(QTextEdit):
     """
 
     renders_markdown = True
+    copied = Signal(str)  # a code block's Copy: what was copied, in a sentence
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -378,6 +379,8 @@ class TranscriptView(QTextEdit):
             code = next((e.code[href] for e in self.entries if href in e.code), None)
             if code is not None:
                 QGuiApplication.clipboard().setText(code)
+                lines = code.count("\n") + (not code.endswith("\n"))
+                self.copied.emit(f"Copied the code block ({lines} line{'s' if lines != 1 else ''}).")
         super().mouseReleaseEvent(event)
 
     def keyPressEvent(self, event) -> None:

@@ -149,6 +149,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.transcript, self.legend, self.notice = center.transcript, center.legend, center.notice
         self.input, self.send_button, self.stop_button = center.input, center.send_button, center.stop_button
         self.legend.raw.toggled.connect(self.transcript.set_raw)  # rendered Markdown or the raw text
+        self.transcript.copied.connect(self._say)
         center.speculate_anyway.clicked.connect(self.speculate_anyway)
         self.speculate_button = center.speculate_anyway
         self.retry_button = center.retry
