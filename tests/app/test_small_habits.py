@@ -46,3 +46,15 @@ def test_a_failed_reply_offers_retry(window_at, tmp_path):
     window.worker.reply_failed.emit("The engine failed: out of memory.")
     assert window.retry_button.isVisibleTo(window)
     assert window.transcript.toPlainText().rstrip().endswith("The engine failed: out of memory.")
+
+
+def test_help_lists_the_keyboard_shortcuts(window_at, tmp_path):
+    window = window_at(tmp_path / "c.sqlite3")
+    rows = dict((what, keys) for what, keys in window.menus.shortcut_list())
+    assert rows["Send the message"] == "Return"
+    assert rows["Regenerate reply"] == "Ctrl+R"
+    assert rows["Find in conversations"] == "Ctrl+F"
+    box = window.menus.show_shortcuts()
+    assert "Ctrl+R\tRegenerate reply" in box.text().splitlines()
+    assert [a.text() for a in window.menuBar().actions()[-1].menu().actions()][:1] == ["Keyboard shortcuts"]
+    box.close()
