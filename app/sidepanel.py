@@ -155,6 +155,13 @@ class SidePanel(QWidget):
         self._fill_models()
         self.show_loaded(*loaded)
 
+    def forget(self, path: str) -> None:
+        """A file that failed to load leaves the pickers (it stays on disk, untouched)."""
+        if path in self.recent_files:
+            self.recent_files.remove(path)
+            self._fill_models()
+            self.show_loaded(*self._loaded)
+
     def add_folder(self, folder: str) -> None:
         """Search a folder for models from now on (remembered with the preferences)."""
         if folder and folder not in self.model_folders:

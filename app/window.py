@@ -79,6 +79,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.last_reply_stats: RunStats | None = None
         self.just_sent: tuple[int, str] | None = None  # the message that asked for the reply now running
         self.fit_note = ""  # which oldest turns the reply's prompt left out, if any
+        self.requested: tuple[str, str] = ("", "")  # the models last asked for
         self.auto: AutoStatus | None = None  # the latest, while Auto is chosen
         self.save_preferences = prefs is None  # preferences handed in (tests, self-test) stay private
         self.offer_first_run = prefs is None  # no dialog in tests and the self-test unless asked for
@@ -112,6 +113,7 @@ class MainWindow(ToolWindows, QMainWindow):
 
     def load(self, request: LoadRequest) -> None:
         """Load a pair; at Auto depth, plain on the fastest settings where drafts cannot pay here."""
+        self.requested = (request.target, request.drafter)  # a file refused leaves the pickers
         auto = self.side.chosen_depth() == AUTO
         options = replace(request.options, n_ctx=self.prefs.context)  # 0: Auto, sized by the engine
         self.request_load.emit(
@@ -442,6 +444,10 @@ class MainWindow(ToolWindows, QMainWindow):
         self._update_buttons()
 
     def _load_failed(self, message: str) -> None:
+        if not self.attaching:  # the file the sentence names leaves the pickers; the other one stays
+            for spec in self.requested:
+                if spec and Path(spec).name in message:
+                    self.side.forget(spec)
         if self.attaching:  # a server that did not answer: whatever ran before still does
             self.attaching = False
             self.engine_menu.show(self.pair is not None and self.pair.remote is not None)

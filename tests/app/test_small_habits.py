@@ -58,3 +58,19 @@ def test_help_lists_the_keyboard_shortcuts(window_at, tmp_path):
     assert "Ctrl+R\tRegenerate reply" in box.text().splitlines()
     assert [a.text() for a in window.menuBar().actions()[-1].menu().actions()][:1] == ["Keyboard shortcuts"]
     box.close()
+
+
+def test_a_rejected_file_leaves_the_picker(qtbot, window_at, tmp_path):
+    from app.worker import LoadRequest
+
+    window = window_at(tmp_path / "c.sqlite3")
+    bad = tmp_path / "notes.gguf"
+    bad.write_bytes(b"not a model at all, only some words")
+    window.side._remember(str(bad))
+    assert window.side.target.findData(str(bad)) >= 0
+    with qtbot.waitSignal(window.worker.load_failed, timeout=20_000) as failed:
+        window.load(LoadRequest(str(bad), "none"))
+    assert "notes.gguf" in failed.args[0]
+    qtbot.waitUntil(lambda: window.side.target.findData(str(bad)) < 0)  # the window hears it next
+    assert str(bad) not in window.side.recent_files
+    assert bad.read_bytes() == b"not a model at all, only some words"  # the file itself untouched
