@@ -160,6 +160,7 @@ class MessageActions(QObject):
         messages = w.engine_messages()
         if messages and messages[-1].role == "assistant":
             messages.pop()  # the reply being regenerated: kept, not sent
+        w.transcript.drop_last_reply()  # the new reply streams where this one was
         w._request_reply(messages)
         self.regenerating = last.group
         storeedits.add_alternative(w.store, last.id, w.reply.message_id)

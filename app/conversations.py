@@ -9,12 +9,27 @@ Rename edits the title in place (F2, or the context menu). The actions are liste
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QPoint, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QListWidgetItem, QMenu, QPushButton, QWidget
 
 from app import exports, storeedits
 from app.store import Conversation
+
+TITLE_CHARS = 40  # a conversation's title from its first message: whole words, this long at most
+
+
+def title_from(text: str) -> str:
+    """A title from a message's first line: its words up to TITLE_CHARS, never cut mid-word."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if len(line) <= TITLE_CHARS:
+        return line
+    words, title = line.split(), ""
+    for word in words:
+        if len(title) + len(word) + 1 > TITLE_CHARS:
+            break
+        title = f"{title} {word}".strip()
+    return f"{title or line[:TITLE_CHARS]}…"
 
 
 class UndoNotice(QWidget):
@@ -48,6 +63,7 @@ class ConversationActions(QObject):
         self.search.setPlaceholderText("Search conversations")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(lambda _text: window._fill_conversation_list())
+        self.search.installEventFilter(self)  # Esc clears it
         panel.layout().insertWidget(panel.layout().indexOf(self.list), self.search)
         self.undo_notice = UndoNotice()
         self.undo_notice.undo.clicked.connect(self.undo_delete)
@@ -88,6 +104,18 @@ class ConversationActions(QObject):
         """What the list shows: all conversations, or those the search finds."""
         words = self.search.text().strip()
         return storeedits.search(self.window.store, words) if words else conversations
+
+    def eventFilter(self, obj, event) -> bool:
+        """Esc in the search field clears it (before any window shortcut on Esc sees the key)."""
+        is_escape = event.type() in (QEvent.Type.ShortcutOverride, QEvent.Type.KeyPress) and (
+            event.key() == Qt.Key.Key_Escape
+        )
+        if obj is self.search and is_escape and self.search.text():
+            event.accept()
+            if event.type() == QEvent.Type.KeyPress:
+                self.search.clear()
+            return event.type() == QEvent.Type.KeyPress
+        return super().eventFilter(obj, event)
 
     def focus_search(self) -> None:
         self.search.setFocus(Qt.FocusReason.ShortcutFocusReason)

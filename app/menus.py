@@ -109,6 +109,8 @@ class Menus:
         self.windows = QActionGroup(self.window_menu)  # the open windows, the active one checked
         self.window_menu.aboutToShow.connect(self.list_windows)
 
+        self.shortcuts = act(help_menu, "Keyboard shortcuts", [], self.show_shortcuts)
+        self.shortcuts_box: QMessageBox | None = None
         self.about = act(help_menu, "About Draftlight", [], self.show_about)
         self.about.setMenuRole(QAction.MenuRole.AboutRole)
 
@@ -180,6 +182,28 @@ class Menus:
             action.setChecked(shown is active)
             action.triggered.connect(lambda _checked=False, s=shown: self.window._raise(s).activateWindow())
             self.window_menu.addAction(action)
+
+    def shortcut_list(self) -> list[tuple[str, str]]:
+        """Every action's keys, as the menus and the message box take them: (what, keys)."""
+        w = self.window
+        send = "Ctrl+Return" if w.prefs.send_key == "cmd-return" else "Return"
+        rows = [("Send the message", send)]
+        for action in [*w.actions(), *w.message_actions, *w.conversation_actions]:
+            keys = ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in action.shortcuts())
+            what = action.text().replace("&", "").rstrip("…")
+            if keys and (what, keys) not in rows:
+                rows.append((what, keys))
+        return rows
+
+    def show_shortcuts(self) -> QMessageBox:
+        """The keyboard shortcuts, one a line, window-modal without blocking."""
+        text = "\n".join(f"{keys}\t{what}" for what, keys in self.shortcut_list())
+        if self.shortcuts_box is None:
+            self.shortcuts_box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", "", parent=self.window)
+            self.shortcuts_box.setTextFormat(Qt.TextFormat.PlainText)
+        self.shortcuts_box.setText(text)
+        self.shortcuts_box.open()
+        return self.shortcuts_box
 
     def show_about(self) -> QMessageBox:
         """The About box, window-modal without blocking."""

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QListWidget,
     QPlainTextEdit,
@@ -35,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from app import settings
 from app.widgets import SEND_CHORD
+from app.worker import LoadRequest, PairInfo
 
 SEND_KEY_LABELS = {
     "return": "Return (Shift+Return for a new line)",
@@ -76,6 +78,14 @@ def mirror(a, b) -> None:
             source.textChanged.connect(
                 lambda s=source, d=dest: d.toPlainText() != s.toPlainText() and d.setPlainText(s.toPlainText())
             )
+
+
+def context_sentence(pair: PairInfo | None) -> str:
+    """The context the loaded model reads, beside what it was trained for."""
+    if pair is None or not pair.n_ctx:
+        return "The context is set when the models load on this machine."
+    trained = f" (trained for {pair.n_ctx_train:,})" if pair.n_ctx_train else ""
+    return f"Now {pair.n_ctx:,} tokens{trained}."
 
 
 class PreferencesWindow(QDialog):
@@ -144,6 +154,20 @@ class PreferencesWindow(QDialog):
         eform.addRow("Replies from", places)
         eform.addRow("Server", self.remote_url)
         eform.addRow("Token", self.remote_token)
+        self.context = QSpinBox()
+        self.context.setObjectName("context")
+        self.context.setRange(0, 1_048_576)
+        self.context.setSingleStep(1024)
+        self.context.setSpecialValueText("Auto")
+        self.context.setSuffix(" tokens")
+        self.context.setToolTip(
+            "How much of the conversation the model reads at once. Auto: the model's trained length, "
+            "as far as this machine's memory allows. Older turns are left out of longer conversations."
+        )
+        self.context_now = QLabel()
+        self.context_now.setObjectName("context_now")
+        eform.addRow("Context", self.context)
+        eform.addRow("", self.context_now)
         layout.addWidget(engine)
 
         other = QFormLayout()
@@ -170,6 +194,8 @@ class PreferencesWindow(QDialog):
         self._show_place()
         self.remote_url.setText(p.remote_url)
         self.remote_token.setText(p.remote_token)
+        self.context.setValue(p.context)
+        self.context_now.setText(context_sentence(self.window.pair))
         for combo, value in ((self.send_key, p.send_key), (self.theme, p.theme)):
             combo.blockSignals(True)  # showing a value is not choosing it
             _choose(combo, value)
@@ -216,12 +242,15 @@ class PreferencesWindow(QDialog):
         url = self.remote_url.text().strip() or self.remote_url.placeholderText()
         token = self.remote_token.text().strip()
         changed = (place, url, token) != (p.engine_place, p.remote_url, p.remote_token)
-        p.engine_place, p.remote_url, p.remote_token = place, url, token
+        resized = self.context.value() != p.context
+        p.engine_place, p.remote_url, p.remote_token, p.context = place, url, token, self.context.value()
         w.side.store(p)
         if changed and place == "remote":
             w.attach(url, token)
         elif changed:
             w.use_this_machine()
+        elif resized and place == "local" and w.pair is not None:
+            w.load(LoadRequest(w.pair.target, w.pair.drafter))  # a context is made when the models load
         if w.save_preferences:
             settings.save(p)
         super().accept()

@@ -35,6 +35,7 @@ class Preferences:
     send_key: str = "return"  # one of SEND_KEYS
     theme: str = "system"  # one of THEMES
     text_size: float = 0.0  # the transcript's, in points; 0: the platform's
+    context: int = 0  # tokens; 0: Auto, the model's trained length as far as this machine's memory allows
 
 
 def _settings() -> QSettings:
@@ -63,6 +64,7 @@ def load() -> Preferences:
     p.send_key = _one_of(s.value("input/send_key"), SEND_KEYS, p.send_key)
     p.theme = _one_of(s.value("appearance/theme"), THEMES, p.theme)
     p.text_size = _number(s.value("appearance/text_size"), float, p.text_size)
+    p.context = max(0, _number(s.value("generation/context"), int, p.context))
     return p
 
 
@@ -101,6 +103,7 @@ def save(p: Preferences) -> None:
     s.setValue("generation/depth", str(p.depth))
     s.setValue("generation/temperature", p.temperature)
     s.setValue("generation/max_tokens", p.max_tokens)
+    s.setValue("generation/context", p.context)
     s.setValue("generation/thinking", p.thinking)
     s.setValue("generation/system_prompt", p.system_prompt)
     s.setValue("models/recent_files", p.recent_files[:8])

@@ -105,6 +105,8 @@ class SidePanel(QWidget):
         self.depth_note = QLabel()
         self.depth_note.setWordWrap(True)
         self.depth_note.setObjectName("depth_note")
+        # What Auto did describes the last Auto reply: another depth or pair makes it stale.
+        self.depth.currentIndexChanged.connect(lambda _i: self.depth_note.clear())
         gform.addRow("Depth", self.depth)
         gform.addRow(self.depth_note)
         gform.addRow("Temperature", self.temperature)
@@ -153,6 +155,13 @@ class SidePanel(QWidget):
         loaded = self._loaded
         self._fill_models()
         self.show_loaded(*loaded)
+
+    def forget(self, path: str) -> None:
+        """A file that failed to load leaves the pickers (it stays on disk, untouched)."""
+        if path in self.recent_files:
+            self.recent_files.remove(path)
+            self._fill_models()
+            self.show_loaded(*self._loaded)
 
     def add_folder(self, folder: str) -> None:
         """Search a folder for models from now on (remembered with the preferences)."""

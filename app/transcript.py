@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QTextEdit, QToolTip
 
 from app import palette
 from app.codeblocks import COPY_SCHEME
+from app.follow import Follower
 from app.markdown import Renderer
 from app.teachtext import rank_sentence
 from engine import AUTO, FinishReason, RunStats, TokenEvent, TokenKind
@@ -95,6 +96,7 @@ class TranscriptView(QTextEdit):
     """
 
     renders_markdown = True
+    copied = Signal(str)  # a code block's Copy: what was copied, in a sentence
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -110,11 +112,13 @@ class TranscriptView(QTextEdit):
         self._reply: Entry | None = None
         self._reply_start = 0  # where the open reply's text begins in the document
         self.zoom = 1.0  # the View menu's text size, over the system's
+        self.follower = Follower(self)
         self._fit_font()
         QGuiApplication.instance().fontChanged.connect(self._system_font_changed)
 
     # ---- building the document ----
     def clear_conversation(self) -> None:
+        self.follower.following = True
         self.clear()
         self.tokens.clear()
         self.entries.clear()
@@ -183,14 +187,11 @@ class TranscriptView(QTextEdit):
     def append_tokens(self, events: list[TokenEvent]) -> None:
         if self._reply_cursor is None:
             self.begin_reply()
-        at_end = self._at_end()
         first = len(self.tokens)
         self.tokens.extend(events)
         if self._reply is not None:
             self._reply.last = len(self.tokens)
-        self._draw_tokens(first, len(self.tokens))
-        if at_end:
-            self._scroll_to_end()
+        self._draw_tokens(first, len(self.tokens))  # the follower keeps the end in view, if it follows
 
     def _draw_tokens(self, first: int, last: int) -> None:
         """Raw: insert the new tokens. Rendered: render the open reply again from its start."""
@@ -249,7 +250,6 @@ class TranscriptView(QTextEdit):
             self._draw_summary(self._reply)
         self._reply_cursor = None
         self._reply = None
-        self._scroll_to_end()
 
     def _draw_summary(self, entry: Entry) -> None:
         cursor, stats, stopped, note = self._reply_cursor, entry.stats, entry.stopped, entry.note
@@ -271,13 +271,17 @@ class TranscriptView(QTextEdit):
         self.append_tokens(tokens)
         self.end_reply(stats, stopped, note)
 
-    def _at_end(self) -> bool:
-        bar = self.verticalScrollBar()
-        return bar.value() >= bar.maximum() - 4
-
     def _scroll_to_end(self) -> None:
-        bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
+        self.follower.follow()
+
+    def drop_last_reply(self) -> None:
+        """Take the last reply off the screen (Regenerate): the new one streams where it was."""
+        index = next((i for i in range(len(self.entries) - 1, -1, -1) if self.entries[i].role == "assistant"), None)
+        if index is None or not self.entries[index].done:
+            return
+        entry = self.entries.pop(index)
+        del self.tokens[entry.first : entry.last]  # the last tokens: what follows it is errors, with none
+        self.redraw()
 
     # ---- reading it back: what is on screen ----
     def spans(self) -> list[Span]:
@@ -375,6 +379,8 @@ class TranscriptView(QTextEdit):
             code = next((e.code[href] for e in self.entries if href in e.code), None)
             if code is not None:
                 QGuiApplication.clipboard().setText(code)
+                lines = code.count("\n") + (not code.endswith("\n"))
+                self.copied.emit(f"Copied the code block ({lines} line{'s' if lines != 1 else ''}).")
         super().mouseReleaseEvent(event)
 
     def keyPressEvent(self, event) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtWidgets import (
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -61,23 +62,46 @@ class Legend(QWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(4, 2, 4, 2)
+        self.grid = QGridLayout(self)
+        self.grid.setContentsMargins(4, 2, 4, 2)
+        self.grid.setHorizontalSpacing(6)
+        self.grid.setVerticalSpacing(2)
         self.swatches: dict[str, QLabel] = {}
         for kind in palette.KINDS:
             cue = palette.CUES[kind][1]  # the non-colour cue, named beside the colour
             label = QLabel(f" {palette.LABELS[kind]} · {cue} ")
             label.setToolTip(f"{palette.EXPLANATIONS[kind]}; in the text: {cue} under the token")
             self.swatches[kind.value] = label
-            layout.addWidget(label)
         self.dark: bool | None = None
         self._colour(palette.is_dark())
-        layout.addStretch(1)
         self.raw = QToolButton()  # replies as the model wrote them, Markdown unrendered
         self.raw.setText("Raw text")
         self.raw.setCheckable(True)
         self.raw.setToolTip("Show replies as raw text instead of rendered Markdown")
-        layout.addWidget(self.raw)
+        labels = [w.sizeHint().width() for w in self.swatches.values()]
+        margins = 8 + self.raw.sizeHint().width() + 6
+        self.one_row_width = sum(labels) + 6 * len(labels) + margins
+        self.two_rows_width = max(a + b for a, b in zip(labels[::2], labels[1::2], strict=False)) + 6 * 2 + margins
+        self.columns = 0
+        self._arrange(len(labels))
+
+    def _arrange(self, columns: int) -> None:
+        """The swatches in one row, or two where the column is narrow: never cut."""
+        if columns == self.columns:
+            return
+        self.columns = columns
+        for i, label in enumerate(self.swatches.values()):
+            self.grid.addWidget(label, i // columns, i % columns)
+        self.grid.addWidget(self.raw, 0, columns + 1)
+        for c in range(len(self.swatches) + 2):
+            self.grid.setColumnStretch(c, 1 if c == columns else 0)
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(self.two_rows_width, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event) -> None:
+        self._arrange(len(self.swatches) if event.size().width() >= self.one_row_width else 2)
+        super().resizeEvent(event)
 
     def _colour(self, dark: bool) -> None:
         if dark == self.dark:

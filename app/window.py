@@ -7,17 +7,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter
+from PySide6.QtWidgets import QApplication, QFrame, QMainWindow, QScrollArea, QSplitter, QWidget
 
-from app import exports, settings, theme
+from app import exports, settings, storeedits, theme
 from app.actions import MessageActions, alternative_note
 from app.charts import ChartModel, ChartsPanel
-from app.conversations import ConversationActions
+from app.conversations import ConversationActions, title_from
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
 from app.firstrun import is_missing_model
 from app.menus import Menus
 from app.messagetags import tag_last_message
 from app.pairing import PairingPanel
+from app.preferences import context_sentence
 from app.remote import EngineMenu, ThermalSource, place_text, uncoloured_note
 from app.replies import ReplyWriter
 from app.sidepanel import SidePanel
@@ -37,6 +38,16 @@ def default_size(free_width: int, free_height: int) -> tuple[int, int]:
     """The window's first size on a screen with this much free room, less the title bar's: all of it
     shows on a 1440x900 laptop screen (a Mac's menu bar and title bar take about 55 px of the 900)."""
     return min(DEFAULT_SIZE[0], free_width), min(DEFAULT_SIZE[1], free_height - 40)
+
+
+def scrolling(widget: QWidget) -> QScrollArea:
+    """`widget` in a frameless scroll area that lends it the room it has, and scrolls past that."""
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    return area
 
 
 class MainWindow(ToolWindows, QMainWindow):
@@ -66,6 +77,9 @@ class MainWindow(ToolWindows, QMainWindow):
         self.attaching = False  # a Connect is on its way to the worker
         self.conversation_id = 0
         self.last_reply_stats: RunStats | None = None
+        self.just_sent: tuple[int, str] | None = None  # the message that asked for the reply now running
+        self.fit_note = ""  # which oldest turns the reply's prompt left out, if any
+        self.requested: tuple[str, str] = ("", "")  # the models last asked for
         self.auto: AutoStatus | None = None  # the latest, while Auto is chosen
         self.save_preferences = prefs is None  # preferences handed in (tests, self-test) stay private
         self.offer_first_run = prefs is None  # no dialog in tests and the self-test unless asked for
@@ -99,8 +113,12 @@ class MainWindow(ToolWindows, QMainWindow):
 
     def load(self, request: LoadRequest) -> None:
         """Load a pair; at Auto depth, plain on the fastest settings where drafts cannot pay here."""
+        self.requested = (request.target, request.drafter)  # a file refused leaves the pickers
         auto = self.side.chosen_depth() == AUTO
-        self.request_load.emit(replace(request, go_plain=not self.watch_speculation, auto=auto, runtime=self.runtime))
+        options = replace(request.options, n_ctx=self.prefs.context)  # 0: Auto, sized by the engine
+        self.request_load.emit(
+            replace(request, options=options, go_plain=not self.watch_speculation, auto=auto, runtime=self.runtime)
+        )
 
     def attach(self, url: str, token: str = "") -> None:
         """Replies from the engine at `url` (`draftlight serve`, llama-server, vLLM) from now on."""
@@ -133,6 +151,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.transcript, self.legend, self.notice = center.transcript, center.legend, center.notice
         self.input, self.send_button, self.stop_button = center.input, center.send_button, center.stop_button
         self.legend.raw.toggled.connect(self.transcript.set_raw)  # rendered Markdown or the raw text
+        self.transcript.copied.connect(self._say)
         center.speculate_anyway.clicked.connect(self.speculate_anyway)
         self.speculate_button = center.speculate_anyway
         self.retry_button = center.retry
@@ -141,8 +160,12 @@ class MainWindow(ToolWindows, QMainWindow):
         self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
         self.side_splitter = right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.side)
-        right.addWidget(self.charts)
+        # Each scrolls where the window is small (1024x700): nothing is cut, nothing sets the window's minimum.
+        side = scrolling(self.side)
+        side.setMinimumWidth(self.side.minimumSizeHint().width() + side.verticalScrollBar().sizeHint().width())
+        side.setMinimumHeight(self.side.minimumSizeHint().height())  # the charts give way first
+        right.addWidget(side)
+        right.addWidget(scrolling(self.charts))
         right.setStretchFactor(1, 1)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -190,6 +213,8 @@ class MainWindow(ToolWindows, QMainWindow):
         self.worker.events.connect(self._events)
         self.worker.reply_failed.connect(self._reply_failed)
         self.worker.reply_stopped.connect(self._reply_stopped)
+        self.worker.message_refused.connect(self._message_refused)
+        self.worker.prompt_fitted.connect(self._prompt_fitted)
         self.worker.busy_changed.connect(self._busy_changed)
         self.worker.auto_status.connect(self._auto_status)
         self.thread.start()
@@ -252,6 +277,7 @@ class MainWindow(ToolWindows, QMainWindow):
 
     # ---- sending ----
     def send(self) -> None:
+        self.input.setFocus()  # what is typed next goes to the box, whether Send was clicked or pressed
         text = self.input.toPlainText().strip()
         if not text or not self._can_reply():
             return
@@ -260,12 +286,13 @@ class MainWindow(ToolWindows, QMainWindow):
         if not self.store.in_memory:
             self.store_notice = ""  # a database moved aside was said once; memory-only stays said
         if not self.store.messages(self.conversation_id):
-            self.store.rename(self.conversation_id, text.splitlines()[0][:48])
+            self.store.rename(self.conversation_id, title_from(text))
         message_id = self.store.add_message(self.conversation_id, StoredMessage("user", text))
         self.transcript.add_user(text)
         tag_last_message(self.transcript, message_id)
         self._fill_conversation_list()
         self._request_reply(self.engine_messages())
+        self.just_sent = (message_id, text)
 
     def retry(self) -> None:
         """Ask again for the reply a lost connection cut: the conversation up to its last user message."""
@@ -290,6 +317,7 @@ class MainWindow(ToolWindows, QMainWindow):
     def _request_reply(self, messages: list[Message]) -> None:
         self._say("")
         self.retry_button.hide()
+        self.just_sent, self.fit_note = None, ""
         request = ReplyRequest(tuple(messages), self.side.config(), self.side.thinking.isChecked())
         self.reply.begin(self.conversation_id)  # on disk from now, marked interrupted until it ends
         self.chart_model.begin_message()
@@ -325,6 +353,7 @@ class MainWindow(ToolWindows, QMainWindow):
         stopped = stats.finish_reason is FinishReason.CANCELLED
         note = stats.message if stats.finish_reason is FinishReason.CONTEXT_FULL else ""
         note = note or uncoloured_note(self.reply_tokens, self.pair.remote if self.pair else None)
+        note = " · ".join(n for n in (self.fit_note, note) if n)
         self.transcript.end_reply(stats, stopped, note)
         self.reply.finish(stats, stopped)
         self.last_reply_stats = stats
@@ -342,6 +371,27 @@ class MainWindow(ToolWindows, QMainWindow):
         self.streaming = False
         self.transcript.add_error(message)
         self.store.add_message(self.conversation_id, StoredMessage("error", message))
+        self.retry_button.show()  # every failed reply can be asked for again
+        self._update_buttons()
+        self.reply_finished.emit(None)
+
+    def _prompt_fitted(self, note: str) -> None:
+        self.fit_note = note
+        if note:
+            self._say(note)
+
+    def _message_refused(self, sentence: str) -> None:
+        """The newest message cannot fit the context even alone: it leaves the conversation and
+        goes back to the box, and the sentence gives the figures. Nothing else is lost."""
+        self.reply.fail()
+        self.streaming = False
+        sent, self.just_sent = self.just_sent, None
+        if sent is not None:
+            storeedits.delete_message(self.store, self.conversation_id, sent[0])
+            if not self.input.toPlainText().strip():
+                self.input.setPlainText(sent[1])
+        self.open_conversation(self.conversation_id)
+        self._say(sentence)
         self._update_buttons()
         self.reply_finished.emit(None)
 
@@ -386,11 +436,18 @@ class MainWindow(ToolWindows, QMainWindow):
         title = " — ".join(x for x in ("Draftlight", f"{info.target_name} + {info.drafter_name}", mode, on) if x)
         self.setWindowTitle(title)
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
+        self.side.depth_note.clear()  # what Auto did with the models before
+        if self.preferences_window is not None:  # the context made, beside the one asked for
+            self.preferences_window.context_now.setText(context_sentence(info))
         self._say("")  # the standing notices: the pair's in one line, with "why?"
         self.speculate_button.setVisible(info.plain)
         self._update_buttons()
 
     def _load_failed(self, message: str) -> None:
+        if not self.attaching:  # the file the sentence names leaves the pickers; the other one stays
+            for spec in self.requested:
+                if spec and Path(spec).name in message:
+                    self.side.forget(spec)
         if self.attaching:  # a server that did not answer: whatever ran before still does
             self.attaching = False
             self.engine_menu.show(self.pair is not None and self.pair.remote is not None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -26,6 +26,7 @@ from engine import (
     Engine,
     GenerationConfig,
     Message,
+    MessageTooLong,
     Remote,
     RemoteInfo,
     RoundEvent,
@@ -38,9 +39,11 @@ from engine import (
     attach_remote,
     catalog,
     chosen_runtime,
+    fit_conversation,
     load_drafter,
     load_target,
     plain_reason_for,
+    reply_room,
     runtime_name,
     with_replay,
 )
@@ -79,6 +82,8 @@ class PairInfo:
     remote: RemoteInfo | None = None  # the engine runs on another machine: what answers there
     remote_thermal: Callable[[], ThermalReading] | None = None  # reads the remote box's thermal state
     runtime: str = ""  # "llama" or "mlx" on this machine; "" for a remote engine
+    n_ctx: int = 0  # the context made, in tokens; 0 for a remote engine
+    n_ctx_train: int = 0  # the target's trained length
 
 
 def remote_verdict(info: RemoteInfo) -> str:
@@ -119,6 +124,8 @@ class EngineWorker(QObject):
     events = Signal(list)  # a batch of TokenEvent / RoundEvent / RunStats
     reply_failed = Signal(str)
     connection_lost = Signal(str)  # a remote engine went away, or could not be reached: worth a retry
+    message_refused = Signal(str)  # the newest message cannot fit the context: the sentence, nothing generated
+    prompt_fitted = Signal(str)  # before a reply: which oldest turns were left out of its prompt, or ""
     reply_stopped = Signal()  # a Stop before the reply's first token (while the template rendered or the prompt filled)
     busy_changed = Signal(bool)
     auto_status = Signal(object)  # AutoStatus, after each batch of an Auto reply
@@ -298,12 +305,19 @@ class EngineWorker(QObject):
             notice=" ".join(part for part in (notice, engine.notice) if part),
             plain_pass_s=engine.plain_pass_s(),
             plain=bool(engine.plain_reason),
+            n_ctx=engine.ctx.n_ctx,
+            n_ctx_train=engine.target.n_ctx_train,
             runtime=engine.runtime,
         )
 
     def _reply(self, request: ReplyRequest) -> Iterator[list | AutoStatus]:
         """One reply's events in batches; a lost server is said apart from other failures: worth a retry."""
         try:
+            if self.remote is None:
+                fitted = self._fitted(request)
+                if fitted is None:
+                    return
+                request = fitted
             auto = self._local_policy(request) if self.remote is None else None
             source = self.remote if self.remote is not None else self.engine
             events = source.reply(request.messages, request.config, request.thinking, self.cancelled)
@@ -312,6 +326,21 @@ class EngineWorker(QObject):
             yield from self._batches(events, auto)
         except (ConnectionLost, Unreachable) as exc:
             self.connection_lost.emit(str(exc))
+
+    def _fitted(self, request: ReplyRequest) -> ReplyRequest | None:
+        """The request with its oldest turns left out where the conversation outgrew the context;
+        None (and the sentence) where the newest message cannot fit on its own."""
+        if self.engine is None:
+            raise DraftlightError("No model is loaded yet.")
+        n_ctx = self.engine.ctx.n_ctx
+        room = reply_room(n_ctx, request.config.max_tokens)
+        try:
+            fitted = fit_conversation(self.engine, request.messages, n_ctx, room, request.thinking, self.cancelled)
+        except MessageTooLong as exc:
+            self.message_refused.emit(str(exc))
+            return None
+        self.prompt_fitted.emit(fitted.note())
+        return replace(request, messages=fitted.messages)
 
     def _recorded(self, events: Iterator, request: ReplyRequest) -> Iterator:
         engine = self.engine

@@ -40,10 +40,12 @@ from engine.errors import (
     ContextFullError,
     DraftlightError,
     IncompatibleDrafter,
+    MessageTooLong,
     ModelFileError,
     ModelNotAvailable,
     RuntimeFailure,
 )
+from engine.fitting import FittedConversation, fit_conversation, reply_room
 from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.measure.auto import AutoDepth
 from engine.measure.costmodel import (
@@ -117,9 +119,11 @@ __all__ = [
     "Engine",
     "Event",
     "FinishReason",
+    "FittedConversation",
     "GenerationConfig",
     "IncompatibleDrafter",
     "Message",
+    "MessageTooLong",
     "Model",
     "ModelFileError",
     "ModelNotAvailable",
@@ -150,6 +154,7 @@ __all__ = [
     "chosen_runtime",
     "command_line",
     "conditional_acceptance",
+    "fit_conversation",
     "gauge",
     "load_drafter",
     "load_prompts_file",
@@ -170,6 +175,7 @@ __all__ = [
     "record_replay",
     "rejection_anatomy",
     "replay_from_json",
+    "reply_room",
     "run_command",
     "runtime_name",
     "runtime_version",

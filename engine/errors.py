@@ -31,3 +31,7 @@ class RuntimeFailure(DraftlightError):
 
 class Cancelled(DraftlightError):
     """The user stopped the work before it produced anything."""
+
+
+class MessageTooLong(ContextFullError):
+    """The newest message cannot fit the context even with every earlier turn left out."""

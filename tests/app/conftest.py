@@ -38,6 +38,7 @@ def make_window(qtbot, tmp_path, target_path, drafter_path):
         prefs.setdefault("drafter", str(drafter_path))
         prefs.setdefault("max_tokens", 24)
         prefs.setdefault("depth", 2)  # speculation to watch (the app's own default is Auto)
+        prefs.setdefault("context", 4096)  # the app's own default (Auto) makes the trained length's KV cache
         window = MainWindow(store_path=tmp_path / store_name, prefs=settings.Preferences(**prefs))
         qtbot.addWidget(window)
         window.show()

@@ -101,8 +101,10 @@ def test_code_block_is_monospace_highlighted_and_copied_exactly(qtbot):
     assert len({colours["def"], colours["add"], colours["sum"]}) == 3  # keyword, name, comment
     (copy,) = [(p, f.anchorHref()) for p, t, f in fragments(view) if t == "Copy"]
     QGuiApplication.clipboard().setText("")
-    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=point_of(view, copy[0] + 1))
+    with qtbot.waitSignal(view.copied) as said:
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=point_of(view, copy[0] + 1))
     assert QGuiApplication.clipboard().text() == CODE
+    assert said.args == ["Copied the code block (2 lines)."]  # said where the eye is: the line under the chat
 
 
 def test_hover_finds_tokens_inside_a_code_block_and_a_table(qtbot):
@@ -185,3 +187,26 @@ def test_a_real_reply_renders_with_its_colours_and_toggles_to_raw(qtbot, make_wi
     qtbot.mouseClick(window.legend.raw, Qt.MouseButton.LeftButton)
     assert view.raw and source.strip() in view.toPlainText()
     assert check_document(view, tokens) == []  # raw: one span per visible token, as before
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG's contrast ratio of two "#rrggbb" colours."""
+
+    def luminance(colour: str) -> float:
+        channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_code_comments_read_in_dark_mode():
+    from app import palette
+    from app.codeblocks import highlight
+
+    pieces = highlight("total = 1  # the running sum\n", "python", dark=True)
+    (comment,) = [p for p in pieces if p.text.startswith("#")]
+    backgrounds = [c for c in palette.current(True).backgrounds.values() if c.startswith("#")]
+    assert len(backgrounds) == 4
+    assert min(contrast(comment.colour, bg) for bg in backgrounds) >= 4.5

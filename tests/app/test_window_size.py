@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import QPoint, QRect
 
 from app.window import default_size
@@ -27,3 +28,38 @@ def test_everything_shows_on_a_laptop_screen(qtbot, make_window):
         corner = plot.mapTo(window, QPoint(0, 0))
         assert inside.contains(QRect(corner, plot.size())), plot
         assert plot.width() >= 180 and plot.height() >= 100
+
+
+def inside(outer, widget) -> bool:
+    """Whether `widget` lies whole within `outer` (both shown), in `outer`'s coordinates."""
+    corner = widget.mapTo(outer, QPoint(0, 0))
+    return QRect(QPoint(0, 0), outer.size()).contains(QRect(corner, widget.size()))
+
+
+PLOTS = ("tps_plot", "accept_plot", "length_plot", "split_plot", "thermal_plot", "ranks_plot")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("size", [(1024, 700), (1280, 800), (1440, 900), (1920, 1080)])
+def test_nothing_is_cut_at_common_screen_sizes(qtbot, window_at, tmp_path, size, theme):
+    from app import theme as themes
+
+    themes.apply(theme)
+    window = window_at(tmp_path / "c.sqlite3")
+    hint = window.minimumSizeHint()
+    assert hint.width() <= 1024 and hint.height() <= 700
+    window.resize(*size)
+    qtbot.waitUntil(lambda: window.size().toTuple() == size)
+    for widget in (window.transcript, window.input, window.send_button, window.stop_button, window.legend):
+        assert widget.isVisible() and inside(window, widget), widget
+    for swatch in window.legend.swatches.values():  # every kind's label whole
+        assert inside(window.legend, swatch) and swatch.width() >= swatch.sizeHint().width(), swatch.text()
+    assert inside(window.legend, window.legend.raw)
+    side = window.side_splitter.widget(0)
+    assert side.width() >= window.side.minimumSizeHint().width()  # the side panel is never squeezed
+    charts = window.side_splitter.widget(1)
+    for name in PLOTS:
+        plot = getattr(window.charts, name)
+        assert plot.width() >= plot.minimumWidth() and plot.height() >= plot.minimumHeight(), name
+        if size[1] >= 900:  # room for every chart: none scrolled out of view
+            assert inside(charts.viewport(), plot), name

@@ -17,9 +17,10 @@ import numpy as np
 
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.contexts import common_prefix
+from engine.runtime.contextsize import auto_context
 from engine.runtime.llama.backend import clear_log, llama_reason
 from engine.runtime.llama.devicegreedy import DeviceGreedy
-from engine.runtime.llama.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
+from engine.runtime.llama.limits import available_memory, check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.llama.observers import BatchObservers
 from engine.runtime.llama.options import KV_TYPES, LoadedModel, RuntimeOptions
 from engine.runtime.protocol import BatchObserver
@@ -37,8 +38,13 @@ class Context:
         self.model = model
         self.options = options or model.options
         self.acceleration = self.options.acceleration()  # resolved once: every switch a decode reads
-        n_ctx = padded_ctx(context_size(self.options.n_ctx, model.n_ctx_train))
-        kv_bytes = kv_cache_bytes(model.info.metadata, model.info.architecture, n_ctx, self.options.kv_type)
+        metadata, architecture, kv_type = model.info.metadata, model.info.architecture, self.options.kv_type
+        if self.options.n_ctx == 0:  # none asked for: the trained length, as far as memory allows
+            per_token = kv_cache_bytes(metadata, architecture, 1, kv_type)
+            n_ctx = auto_context(model.n_ctx_train, per_token, None if self.options.on_gpu else available_memory())
+        else:
+            n_ctx = padded_ctx(context_size(self.options.n_ctx, model.n_ctx_train))
+        kv_bytes = kv_cache_bytes(metadata, architecture, n_ctx, kv_type)
         check_memory(model.name, n_ctx, kv_bytes, self.options.on_gpu)
         params = llama.llama_context_default_params()
         params.n_ctx = n_ctx

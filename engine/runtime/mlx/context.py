@@ -20,6 +20,7 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_p
 
 from engine.errors import Cancelled, ContextFullError, DraftlightError, RuntimeFailure
 from engine.runtime.contexts import common_prefix
+from engine.runtime.contextsize import auto_context
 from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
@@ -48,7 +49,7 @@ class MlxContext:
         self.model = model
         self.options = options
         self.acceleration = options.acceleration()  # resolved once: none on MLX yet
-        self.n_ctx = min(options.n_ctx, model.n_ctx_train)
+        self.n_ctx = min(options.n_ctx, model.n_ctx_train) if options.n_ctx else auto_context(model.n_ctx_train)
         self.max_rows = max_rows
         self.tokens: list[int] = []  # what the cache holds, position by position
         self.decode_s = 0.0  # time inside the model's call and mx.eval, the rows' copy to numpy too
