@@ -362,6 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--threads", type=threads_arg, default=0)
     tune.add_argument("--fast", action="store_true", help="profile the fast (weight repacking) mode")
     tune.add_argument("--force", action="store_true", help="measure again even if a profile is saved")
+    tune.add_argument("--show", action="store_true", help="show the saved profile and its basis; measure nothing")
+    tune.add_argument("--check", action="store_true", help="measure again and compare with the saved profile")
     tune.add_argument(
         "--runtime",
         choices=("auto", "llama", "mlx"),

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 
 from engine.depth import MAX_DEPTH
 from engine.events import RunStats
+from engine.measure.soundness import describe_age
 
-# 5: the rollback timed, a draft model's step at the shape it runs; 6: GPU rows at a steady shape; 7: guesses
-PROFILE_VERSION = 7
+# 5: the rollback timed, a draft model's step at the shape it runs; 6: GPU rows at a steady shape; 7: guesses;
+# 8: spread, load and a plain round recorded, and checked (engine.measure.soundness)
+PROFILE_VERSION = 8
 
 
 @dataclass
@@ -50,6 +52,17 @@ class BoxProfile:
     drafter_guesses: bool = False
     measured_at: float = field(default_factory=time.time)
     version: int = PROFILE_VERSION
+    # How far it can be trusted: the widest spread of any figure's repeats, the 1-row pass's own,
+    # a whole plain round of a real reply (which holds a 1-row pass), and the machine's load then.
+    spread: float = 0.0
+    plain_spread: float = 0.0
+    plain_round_s: float = 0.0
+    other_cpu: float | None = None
+    thermal: str = "unknown"
+
+    def basis(self) -> str:
+        """What the verdict rests on, in words: "plain 31.2 tok/s ±3%, measured today"."""
+        return f"plain {1 / self.plain_pass_s:.1f} tok/s ±{self.plain_spread / 2:.0%}, {describe_age(self.measured_at)}"
 
     @property
     def plain_pass_s(self) -> float:
