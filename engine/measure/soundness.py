@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 from engine.errors import DraftlightError
 
 if TYPE_CHECKING:
+    from engine.depth import RoundSeconds
+    from engine.events import RunStats
     from engine.measure.costmodel import BoxProfile
 
 MAX_SPREAD = 0.5  # a figure whose repeats vary more than this (interquartile range over median) is not kept
@@ -133,6 +135,46 @@ def problem_of(profile: BoxProfile) -> str:
     if problem and profile.other_cpu is not None and "other processes" not in problem:
         problem += f" while other processes used {profile.other_cpu:.0%} of the CPU"
     return problem
+
+
+def disagreement(profile_s: float, measured_s: float, spread: float, judge_faster_only: bool = False) -> str:
+    """How a profile's figure compares with the same figure measured in a reply, where the two differ
+    beyond the profile's spread ("measured 6x slower than this reply"); "" where they agree."""
+    if profile_s <= 0 or measured_s <= 0:
+        return ""
+    ratio, allowed = profile_s / measured_s, DISAGREEMENT * (1 + spread)
+    if ratio > allowed:
+        return f"measured {ratio:.0f}x slower than this reply"
+    if ratio * allowed < 1 and not judge_faster_only:
+        return f"measured {1 / ratio:.0f}x faster than this reply"
+    return ""
+
+
+MIN_ROUNDS = 4  # a reply's figures judged from fewer rounds than this say too little
+
+
+def reply_disagrees(profile: BoxProfile, stats: RunStats) -> str:
+    """Where a finished reply's own passes contradict its profile: its plain rounds against the profile's
+    plain round; a drafting reply's verify passes against the profile's pass of as many rows, in the one
+    direction physics settles (a verify that also feeds a drafter may run slower than priced, never faster)."""
+    if stats.rounds < MIN_ROUNDS or stats.decode_s <= 0:
+        return ""
+    if not stats.drafted:
+        return disagreement(profile.plain_pass_s, stats.decode_s / stats.rounds, profile.spread)
+    rows = min(round(1 + stats.drafted / stats.rounds), len(profile.target_rows_s))
+    return disagreement(profile.target_rows_s[rows - 1], stats.verify_s / stats.rounds, profile.spread, True)
+
+
+def rounds_disagree(profile: BoxProfile, rounds: list[tuple[int, RoundSeconds]]) -> str:
+    """The same, from a reply's rounds so far (drafted, seconds): Auto's check while the reply runs."""
+    plain = [s.draft + s.verify + s.commit for drafted, s in rounds if not drafted]
+    if len(plain) >= MIN_ROUNDS:
+        return disagreement(profile.plain_pass_s, statistics.median(plain), profile.spread)
+    drafting = [(d, s.verify) for d, s in rounds if d and d < len(profile.target_rows_s)]
+    if len(drafting) < MIN_ROUNDS:
+        return ""
+    ratio = statistics.median(profile.target_rows_s[d] / verify for d, verify in drafting if verify > 0)
+    return disagreement(ratio, 1.0, profile.spread, True)
 
 
 def refusal(problem: str) -> str:
