@@ -170,10 +170,12 @@ def rounds_disagree(profile: BoxProfile, rounds: list[tuple[int, RoundSeconds]])
     plain = [s.draft + s.verify + s.commit for drafted, s in rounds if not drafted]
     if len(plain) >= MIN_ROUNDS:
         return disagreement(profile.plain_pass_s, statistics.median(plain), profile.spread)
-    drafting = [(d, s.verify) for d, s in rounds if d and d < len(profile.target_rows_s)]
+    # A drafting round priced as the profile prices it, every step taken: a drafter whose costs show
+    # only in its rounds (priced free) may run slower than that, never much faster.
+    drafting = [(d, s.draft + s.verify + s.commit) for d, s in rounds if d and d < len(profile.target_rows_s)]
     if len(drafting) < MIN_ROUNDS:
         return ""
-    ratio = statistics.median(profile.target_rows_s[d] / verify for d, verify in drafting if verify > 0)
+    ratio = statistics.median(profile.round_cost_s(d) / seconds for d, seconds in drafting if seconds > 0)
     return disagreement(ratio, 1.0, profile.spread, True)
 
 

@@ -4,6 +4,7 @@ wrong; figures physics rules out are never saved nor loaded; a refusal says why 
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import replace
 
@@ -34,13 +35,24 @@ from tests.engine.fake_runtime import FakeContext, FakeModel, target_rule
 ROW_S = 0.005  # the double's honest cost of one row
 
 
+class Clock:
+    """The measurement's clock: it moves only when the double decodes, so a test's timings are exact."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
 class StallingModel(FakeModel):
-    """A target whose decodes take ROW_S a row, and `stall` seconds more on the calls `stalls(n, rows)` picks."""
+    """A target whose decodes take ROW_S a row on `clock`, and `stall` seconds more on the calls
+    `stalls(n, rows)` picks (another program's burst on the same cores)."""
 
     def __init__(self, stalls, stall: float = 0.05) -> None:
         super().__init__("stalling", target_rule)
         self.path = None
-        self.stalls, self.stall, self.calls = stalls, stall, 0
+        self.stalls, self.stall, self.calls, self.clock = stalls, stall, 0, Clock()
 
     def new_context(self, max_rows=1, kept_rows=0, options=None) -> FakeContext:
         ctx = super().new_context(max_rows, kept_rows, options)
@@ -48,7 +60,7 @@ class StallingModel(FakeModel):
 
         def slow_decode(tokens, all_logits, side=None):
             model.calls += 1
-            time.sleep(ROW_S * len(tokens) + (model.stall if model.stalls(model.calls, len(tokens)) else 0.0))
+            model.clock.now += ROW_S * len(tokens) + (model.stall if model.stalls(model.calls, len(tokens)) else 0.0)
             return decode(tokens, all_logits, side)
 
         ctx.decode = slow_decode
@@ -75,6 +87,7 @@ def _rows_of(model: StallingModel, target_path, monkeypatch, meter=Meter):
 
     model.path = target_path
     monkeypatch.setattr(profile_module, "LoadMeter", meter)
+    monkeypatch.setattr(profile_module, "time", model.clock)
     monkeypatch.setattr(profile_module, "_calibration_prompt", lambda _t: [1, 2, 3, 4, 5, 6, 7, 8])
     return lambda: _measure_rows(model, RuntimeOptions(), lambda _said: None)
 
@@ -85,7 +98,7 @@ def test_a_stall_now_and_then_is_outvoted_by_interleaved_repeats(cache, target_p
     profile = measured_soundly(_rows_of(model, target_path, monkeypatch))
     assert problem_of(profile) == ""
     assert all(r <= later * 1.2 for r, later in zip(profile.target_rows_s, profile.target_rows_s[1:]))
-    assert profile.target_rows_s[0] < ROW_S * 1 + 0.02  # no stall priced as the plain pass
+    assert profile.target_rows_s == pytest.approx([ROW_S * rows for rows in range(1, 8)])  # no stall priced
     assert load_profile(target_path, target_path, RuntimeOptions()) == profile
 
 
@@ -162,3 +175,36 @@ def test_load_and_age_in_words():
     assert describe_age(now - 3600, now) == "measured today"
     assert describe_age(now - 86400, now) == "measured yesterday"
     assert describe_age(now - 3 * 86400, now) == "measured 3 days ago"
+
+
+@pytest.mark.slow
+def test_a_profile_wrong_by_10x_is_caught_within_one_real_reply(engine, cache):
+    """The default pair, a saved profile whose target passes cost 10x what they do (measured while another
+    llama.cpp shared the cores): the first Auto reply's own rounds contradict it, Auto runs plain, the
+    profile is marked stale and the engine says so."""
+    from engine import AUTO, GenerationConfig, Message, RoundEvent
+    from tests.engine.box_profiles import HOPELESS, profile
+
+    prompt = engine.prompt_ids([Message("user", "Write a Python class for an LRU cache.")])
+    engine.forget()
+    plain = list(engine.stream(prompt, GenerationConfig(max_tokens=24, depth=0, ignore_eog=True)))[-1]
+    pass_s = plain.decode_s / plain.rounds
+    options = engine.target.options
+    wrong = profile(engine.target.path, engine.drafter.model.path, options, HOPELESS[0], HOPELESS[1])
+    wrong.target_rows_s = [10 * pass_s * r for r in HOPELESS[0]]
+    save_profile(wrong)
+    engine.swap_drafter(engine.drafter)  # a fresh Auto, on the saved profile
+    try:
+        auto = engine.auto_depth()
+        engine.forget()
+        events = list(engine.stream(prompt, GenerationConfig(max_tokens=24, depth=AUTO, ignore_eog=True)))
+        assert re.fullmatch(r"the box profile measured \d+x slower than this reply: re-measuring; plain until then",
+                            auto.contradicted)  # fmt: skip
+        assert auto.choose() == 0 and all(e.drafted == 0 for e in events if isinstance(e, RoundEvent))
+        assert engine.profile_notice == f"Auto: {auto.contradicted}."
+        assert load_profile(engine.target.path, engine.drafter.model.path, options) is None  # stale
+        assert json.loads(profile_path(wrong.key).read_text())["stale"] is True
+        assert engine.auto is None  # the next Auto reply measures the box again
+    finally:
+        engine.profile_notice = ""
+        engine.swap_drafter(engine.drafter)
