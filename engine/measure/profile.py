@@ -278,7 +278,7 @@ def measure(
         drafter_catch_up_s=catch_up,
         rollback_s=rollback_s,
         drafter_guesses=draft_model.guesses,
-        plain_round_s=plain_round_s,
+        plain_round_s=0.0 if options.pipelined_rounds else plain_round_s,
         **_trust([*rows_spread, spread(steps)], rows_spread[0], meter.read()),
     )
 

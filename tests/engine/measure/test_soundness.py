@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from engine.measure import soundness
 from engine.measure.costmodel import BoxProfile
 from engine.measure.profile import (
     _measure_rows,
@@ -21,6 +22,8 @@ from engine.measure.profile import (
     save_profile,
 )
 from engine.measure.soundness import (
+    MAX_OTHER_CPU,
+    MAX_SPREAD,
     MachineLoad,
     ProfileRefused,
     describe_age,
@@ -69,7 +72,10 @@ class StallingModel(FakeModel):
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch, target_path):
+    """A cache of the test's own, and the real limits on spread and load (conftest lifts them)."""
     monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
+    monkeypatch.setattr(soundness, "MAX_SPREAD", MAX_SPREAD)
+    monkeypatch.setattr(soundness, "MAX_OTHER_CPU", MAX_OTHER_CPU)
     return tmp_path
 
 
@@ -165,7 +171,7 @@ def test_a_saved_profile_physics_rules_out_is_not_loaded(cache, target_path, dra
     assert load_profile(target_path, drafter_path, options) is None
 
 
-def test_load_and_age_in_words():
+def test_load_and_age_in_words(cache):
     busy = replace(_profile([0.03, 0.06], 0.01), other_cpu=0.93)
     assert problem_of(busy) == "other processes used 93% of the CPU meanwhile"
     assert problem_of(replace(busy, other_cpu=0.1, thermal="serious")) == (
