@@ -214,3 +214,27 @@ def test_a_profile_wrong_by_10x_is_caught_within_one_real_reply(engine, cache):
     finally:
         engine.profile_notice = ""
         engine.swap_drafter(engine.drafter)
+
+
+def test_tune_show_prints_the_saved_profile_and_its_basis(cache, target_path, drafter_path):
+    import contextlib
+    import io
+
+    from engine.cli import main
+
+    options = RuntimeOptions(n_ctx=4096, n_threads=0, exact=True)
+    saved = _profile([0.03, 0.06, 0.09], 0.01, plain_spread=0.06, other_cpu=0.04, thermal="nominal", spread=0.1)
+    saved.key = profile_key(target_path, drafter_path, options)
+    save_profile(saved)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["tune", "--show", "--target", str(target_path), "--drafter", str(drafter_path)]) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith("(saved " + time.strftime("%Y-%m-%d %H:%M", time.localtime(saved.measured_at))
+                             + "; --check measures again and compares, --force replaces it)")  # fmt: skip
+    assert lines[3] == (
+        "basis: plain 32.3 tok/s ±3%, measured today; figures' widest spread ±5%; "
+        "other processes' CPU 4%, thermal nominal"
+    )
+    profile_path(saved.key).unlink()
+    assert main(["tune", "--show", "--target", str(target_path), "--drafter", str(drafter_path)]) == 2  # a sentence
