@@ -27,6 +27,7 @@ from engine.measure.soundness import (
     LoadMeter,
     MachineLoad,
     ProfileRefused,
+    impossible,
     note_refusal,
     problem_of,
     recent_refusal,
@@ -97,7 +98,12 @@ def _read_profile(path: Path) -> BoxProfile | None:
         profile = BoxProfile(**data) if data.get("version") == PROFILE_VERSION and not data.get("stale") else None
     except (OSError, ValueError, TypeError):
         return None
-    return profile if profile is not None and not problem_of(profile) else None
+    # Spread and load were judged when it was saved; physics is judged again, on what the file says now.
+    if profile is None or impossible(
+        profile.target_rows_s, profile.drafter_step_s, profile.spread, profile.plain_round_s
+    ):
+        return None
+    return profile
 
 
 def mark_stale(profile: BoxProfile) -> None:

@@ -197,7 +197,7 @@ def test_a_profile_wrong_by_10x_is_caught_within_one_real_reply(engine, cache):
     pass_s = plain.decode_s / plain.rounds
     options = engine.target.options
     wrong = profile(engine.target.path, engine.drafter.model.path, options, HOPELESS[0], HOPELESS[1])
-    wrong.target_rows_s = [10 * pass_s * r for r in HOPELESS[0]]
+    wrong.target_rows_s, wrong.spread = [10 * pass_s * r for r in HOPELESS[0]], 0.0
     save_profile(wrong)
     engine.swap_drafter(engine.drafter)  # a fresh Auto, on the saved profile
     try:
