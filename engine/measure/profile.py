@@ -330,16 +330,17 @@ def profile_for(target: Model, drafter: Model, options: RuntimeOptions, progress
     found = load_profile(target.path, drafter.path, options)
     if found is not None:
         return found
-    refused = recent_refusal(profile_path(profile_key(target.path, drafter.path, options)))
-    if refused:
-        raise ProfileRefused(refused)
-    return measured_soundly(lambda: measure(target, drafter, options, progress=progress), progress)
+    key = profile_key(target.path, drafter.path, options)
+    return measured_soundly(lambda: measure(target, drafter, options, progress=progress), progress, key)
 
 
-def measured_soundly(measure_once, progress=None) -> BoxProfile:
+def measured_soundly(measure_once, progress=None, key: str = "") -> BoxProfile:
     """A profile measured and saved if its figures pass their checks (engine.measure.soundness);
     measured once more if not; not saved, and a sentence raised, if the second fails too. A refusal
-    is remembered, so replies run plain a while before the next try."""
+    is remembered: until it is RETRY_AFTER_S old, the profile at `key` is refused unmeasured."""
+    refused = recent_refusal(profile_path(key)) if key else ""
+    if refused:
+        raise ProfileRefused(refused)
     problem = ""
     for attempt in range(2):
         profile = measure_once()
@@ -366,10 +367,8 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
         return found
     if progress is None:
         raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
-    refused = recent_refusal(profile_path(profile_key(target.path, target.path, options)))
-    if refused:
-        raise ProfileRefused(refused)
-    return measured_soundly(lambda: _measure_rows(target, options, progress), progress)
+    key = profile_key(target.path, target.path, options)
+    return measured_soundly(lambda: _measure_rows(target, options, progress), progress, key)
 
 
 def saved_rows(target: Path, options: RuntimeOptions) -> BoxProfile | None:
