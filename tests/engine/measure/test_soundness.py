@@ -71,12 +71,21 @@ class StallingModel(FakeModel):
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch, target_path):
+def cache(tmp_path, monkeypatch):
     """A cache of the test's own, and the real limits on spread and load (conftest lifts them)."""
     monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
     monkeypatch.setattr(soundness, "MAX_SPREAD", MAX_SPREAD)
     monkeypatch.setattr(soundness, "MAX_OTHER_CPU", MAX_OTHER_CPU)
     return tmp_path
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A target and a drafter file to key profiles by: no model is loaded from them."""
+    paths = tmp_path / "t.gguf", tmp_path / "d.gguf"
+    for path in paths:
+        path.write_bytes(b"GGUF")
+    return paths
 
 
 class Meter:
@@ -98,7 +107,8 @@ def _rows_of(model: StallingModel, target_path, monkeypatch, meter=Meter):
     return lambda: _measure_rows(model, RuntimeOptions(), lambda _said: None)
 
 
-def test_a_stall_now_and_then_is_outvoted_by_interleaved_repeats(cache, target_path, monkeypatch):
+def test_a_stall_now_and_then_is_outvoted_by_interleaved_repeats(cache, files, monkeypatch):
+    target_path = files[0]
     """One pass in eleven stalls (another program's burst): the medians stand, the profile is saved."""
     model = StallingModel(lambda n, _rows: n % 11 == 0)
     profile = measured_soundly(_rows_of(model, target_path, monkeypatch))
@@ -108,7 +118,8 @@ def test_a_stall_now_and_then_is_outvoted_by_interleaved_repeats(cache, target_p
     assert load_profile(target_path, target_path, RuntimeOptions()) == profile
 
 
-def test_every_one_row_pass_stalled_is_refused_and_nothing_saved(cache, target_path, monkeypatch):
+def test_every_one_row_pass_stalled_is_refused_and_nothing_saved(cache, files, monkeypatch):
+    target_path = files[0]
     """The case seen here: the 1-row passes slowed by a second thread pool, so a 1-row pass cost more
     than a 2-row one. Measured twice, refused twice, nothing on disk, and the next try waits."""
     model = StallingModel(lambda _n, rows: rows == 1)
@@ -122,13 +133,16 @@ def test_every_one_row_pass_stalled_is_refused_and_nothing_saved(cache, target_p
     assert recent_refusal(profile_path(key)) == said
 
 
-def test_stalls_in_half_the_repeats_are_too_much_spread(cache, target_path, monkeypatch):
+def test_stalls_in_half_the_repeats_are_too_much_spread(cache, files, monkeypatch):
+    target_path = files[0]
     model = StallingModel(lambda n, _rows: n % 2 == 0, stall=0.05)
     with pytest.raises(ProfileRefused, match="repeats varied by"):
         measured_soundly(_rows_of(model, target_path, monkeypatch))
 
 
-def test_a_busy_machine_is_refused(cache, target_path, monkeypatch):
+def test_a_busy_machine_is_refused(cache, files, monkeypatch):
+    target_path = files[0]
+
     class Busy(Meter):
         other_cpu = 0.93
 
@@ -155,7 +169,8 @@ def test_physics():
     assert spread([1.0, 1.0, 1.0, 1.0]) == 0.0 and spread([1.0, 2.0, 3.0]) == 0.5
 
 
-def test_a_saved_profile_physics_rules_out_is_not_loaded(cache, target_path, drafter_path):
+def test_a_saved_profile_physics_rules_out_is_not_loaded(cache, files):
+    target_path, drafter_path = files
     options = RuntimeOptions()
     good = _profile([0.03, 0.06], 0.01, plain_spread=0.06)
     good.key = profile_key(target_path, drafter_path, options)
