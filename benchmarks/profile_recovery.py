@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -63,7 +64,13 @@ def main() -> int:
         if part.name != "profiles":
             (cache / part.name).symlink_to(part)
     os.environ["DRAFTLIGHT_CACHE"] = str(cache)
-    profiles = cache / "profiles"
+    try:
+        return measure_arms(args, text, target, rendered, threads, binary, cache / "profiles")
+    finally:
+        shutil.rmtree(cache)  # links and profiles only: the models stay where they are
+
+
+def measure_arms(args, text: str, target: Path, rendered: str, threads: int, binary: Path, profiles: Path) -> int:
     print("measuring a clean profile (a first Auto reply)...", file=sys.stderr)
     ours(text, 8, [])
     saved = sorted(profiles.glob("*.json"))
