@@ -80,7 +80,7 @@ def test_rounds_that_contradict_the_profile_hold_auto_plain_for_good():
     auto = AutoDepth(box, every=4)
     assert auto.choose() == 4
     for _ in range(4):
-        auto.observe(4, 4, RoundSeconds(0.004, 0.05, 0.001))
+        auto.observe(4, 4, RoundSeconds(0.004, 0.046, 0.0))  # a whole round 0.05 s, priced 0.504
     assert auto.choose() == 0
     assert auto.contradicted == "the box profile measured 10x slower than this reply: re-measuring; plain until then"
     assert auto.explain() == f"Speculation off: {auto.contradicted}."
