@@ -12,13 +12,13 @@ has the most tokens per second, E_k / C_k, depth 0 included.
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from engine.depth import MAX_DEPTH
 from engine.events import RunStats
-from engine.measure.soundness import describe_age
 
 # 5: the rollback timed, a draft model's step at the shape it runs; 6: GPU rows at a steady shape; 7: guesses;
 # 8: spread, load and a plain round recorded, and checked (engine.measure.soundness)
@@ -101,6 +101,13 @@ class BoxProfile:
         lines.append(f"undoing a rejected draft {self.rollback_s * 1e3:.2f} ms = {self.rollback_s / one:.3f} of a pass")
         lines.append("calibration acceptance per position: " + " ".join(f"{a:.0%}" for a in self.acceptance_prior))
         return "\n".join(lines)
+
+
+def describe_age(measured_at: float, now: float | None = None) -> str:
+    """When a profile was measured, in words: "measured today", "measured 3 days ago"."""
+    today = datetime.date.fromtimestamp(time.time() if now is None else now)
+    days = (today - datetime.date.fromtimestamp(measured_at)).days
+    return "measured today" if days <= 0 else "measured yesterday" if days == 1 else f"measured {days} days ago"
 
 
 def reached_and_kept(rounds: Iterable[tuple[int, int]], depth: int) -> list[tuple[int, int]]:

@@ -11,7 +11,6 @@ passes by 10x (two spinning thread pools), and a profile saved then priced a 1-r
 
 from __future__ import annotations
 
-import datetime
 import statistics
 import time
 from dataclasses import dataclass
@@ -209,10 +208,3 @@ def recent_refusal(profile_file: Path) -> str:
     except OSError:
         pass
     return ""
-
-
-def describe_age(measured_at: float, now: float | None = None) -> str:
-    """When a profile was measured, in words: "measured today", "measured 3 days ago"."""
-    today = datetime.date.fromtimestamp(time.time() if now is None else now)
-    days = (today - datetime.date.fromtimestamp(measured_at)).days
-    return "measured today" if days <= 0 else "measured yesterday" if days == 1 else f"measured {days} days ago"

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from engine.measure import soundness
-from engine.measure.costmodel import BoxProfile
+from engine.measure.costmodel import BoxProfile, describe_age
 from engine.measure.profile import (
     _measure_rows,
     load_profile,
@@ -26,7 +26,6 @@ from engine.measure.soundness import (
     MAX_SPREAD,
     MachineLoad,
     ProfileRefused,
-    describe_age,
     impossible,
     problem_of,
     recent_refusal,
