@@ -18,6 +18,14 @@ def plain_pass_s(replies: list[RunStats], profile_pass_s: float | None) -> float
     return measured_plain_pass_s(replies) or profile_pass_s
 
 
+def plain_basis(replies: list[RunStats], profile_basis: str) -> str:
+    """What that plain speed rests on, in words: this conversation's plain replies, or the profile's basis."""
+    measured = measured_plain_pass_s(replies)
+    return (
+        f"plain {1 / measured:.1f} tok/s, measured in this conversation's plain replies" if measured else profile_basis
+    )
+
+
 class StatusLine:
     """Permanent labels on a QStatusBar, one per figure."""
 
@@ -36,8 +44,15 @@ class StatusLine:
             "speculation off, or the box profile Auto measured."
         )
 
-    def show(self, stats: RunStats | None, pass_s: float | None = None, session: list[RunStats] | None = None) -> None:
-        """A reply's figures; with the plain speed (pass_s) the break-even gauge, for it and the session."""
+    def show(
+        self,
+        stats: RunStats | None,
+        pass_s: float | None = None,
+        session: list[RunStats] | None = None,
+        basis: str = "",
+    ) -> None:
+        """A reply's figures; with the plain speed (pass_s, resting on `basis`) the break-even gauge, for it and
+        the session."""
         s = self.labels
         if stats is None:
             for key in REPLY_KEYS:
@@ -46,7 +61,7 @@ class StatusLine:
             self._details()
             return
         s["decode"].setText(f"decode {stats.decode_tps:.1f} tok/s")
-        message, whole = gauge([stats], pass_s), gauge(session or [stats], pass_s)
+        message, whole = gauge([stats], pass_s, basis), gauge(session or [stats], pass_s, basis)
         s["gauge"].setText(f"plain {message.plain_tps:.1f} tok/s · {message.short()}" if message else "")
         s["gauge"].setToolTip(
             f"This reply: {message.verdict()}.\nThis conversation: {whole.verdict()}." if message and whole else ""

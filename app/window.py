@@ -22,7 +22,7 @@ from app.preferences import context_sentence
 from app.remote import EngineMenu, ThermalSource, place_text, uncoloured_note
 from app.replies import ReplyWriter
 from app.sidepanel import SidePanel
-from app.statusbar import StatusLine, plain_pass_s
+from app.statusbar import StatusLine, plain_basis, plain_pass_s
 from app.store import CUT_SHORT, StoredMessage
 from app.storeopen import default_store_path, open_store
 from app.toolwindows import ToolWindows
@@ -494,7 +494,9 @@ class MainWindow(ToolWindows, QMainWindow):
 
     def _show_status(self, stats: RunStats | None) -> None:
         replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]
-        self.status.show(stats, self.plain_pass_s() if stats is not None else None, replies)
+        profile_basis = self.auto.profile_basis if self.auto else self.pair.profile_basis if self.pair else ""
+        basis = plain_basis(replies, profile_basis)
+        self.status.show(stats, self.plain_pass_s() if stats is not None else None, replies, basis)
 
     def plain_pass_s(self) -> float | None:
         replies = [m.stats for m in self.store.messages(self.conversation_id) if m.stats]

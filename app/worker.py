@@ -78,6 +78,7 @@ class PairInfo:
     mode: str
     notice: str = ""  # e.g. the drafter that had to be dropped with a new target
     plain_pass_s: float | None = None  # a plain round's time from the box profile, if one is saved
+    profile_basis: str = ""  # that profile's plain speed, spread and age, in words
     plain: bool = False  # speculation cannot pay here: no drafter, the fastest plain settings
     remote: RemoteInfo | None = None  # the engine runs on another machine: what answers there
     remote_thermal: Callable[[], ThermalReading] | None = None  # reads the remote box's thermal state
@@ -108,6 +109,7 @@ class AutoStatus:
     predicted_speedup: float
     plain_pass_s: float  # the profile's plain round, to turn a measured rate into a speedup
     explanation: str
+    profile_basis: str = ""  # that profile's plain speed, spread and age, in words
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,7 @@ class EngineWorker(QObject):
             mode=engine.options.mode if engine.runtime == LLAMA else engine.runtime,
             notice=" ".join(part for part in (notice, engine.notice) if part),
             plain_pass_s=engine.plain_pass_s(),
+            profile_basis=engine.profile_basis(),
             plain=bool(engine.plain_reason),
             n_ctx=engine.ctx.n_ctx,
             n_ctx_train=engine.target.n_ctx_train,
@@ -398,7 +401,9 @@ class EngineWorker(QObject):
 
     @staticmethod
     def _status(auto: AutoDepth) -> AutoStatus:
-        return AutoStatus(auto.depth, auto.predicted_speedup(), auto.profile.plain_pass_s, auto.explain())
+        return AutoStatus(
+            auto.depth, auto.predicted_speedup(), auto.profile.plain_pass_s, auto.explain(), auto.profile.basis()
+        )
 
     @Slot()
     def shutdown(self) -> None:

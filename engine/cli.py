@@ -107,6 +107,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     color = terminal and os.environ.get("NO_COLOR") is None
     stats = None
     plain_pass_s = engine.plain_pass_s()  # this target alone on this box, from a saved profile
+    basis = engine.profile_basis()
     tokens: list[TokenEvent] = []
     rounds: list[RoundEvent] = []
     for event in session.send(args.prompt, config):
@@ -118,9 +119,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if isinstance(event, TokenEvent | RunStats) or (args.rounds and isinstance(event, RoundEvent)):
                 line = event.to_json()
                 if isinstance(event, RunStats):
-                    found = gauge([event], plain_pass_s)
+                    found = gauge([event], plain_pass_s, basis)
                     if found is not None:  # the break-even gauge
-                        line.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
+                        line.update(found.to_json())
+                    if engine.profile_notice:
+                        line["profile_notice"] = engine.profile_notice
                     line["rejections"] = rejection_anatomy(tokens, rounds, plain_pass_s).to_json()
                     line["drafter_kind"] = engine.drafter.kind if engine.drafter is not None else kinds.NONE.name
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -138,9 +141,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
         content = stats.content_summary()
         if content:
             print(f"[by content: {content}]", file=sys.stderr)
-        found = gauge([stats], plain_pass_s)
+        found = gauge([stats], plain_pass_s, basis)
         if found is not None:
             print(f"[{found.verdict()}]", file=sys.stderr)
+        if engine.profile_notice:
+            print(engine.profile_notice, file=sys.stderr)
     return 0
 
 
@@ -374,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--threads", type=threads_arg, default=0)
     tune.add_argument("--fast", action="store_true", help="profile the fast (weight repacking) mode")
     tune.add_argument("--force", action="store_true", help="measure again even if a profile is saved")
+    tune.add_argument("--show", action="store_true", help="show the saved profile and its basis; measure nothing")
+    tune.add_argument("--check", action="store_true", help="measure again and compare with the saved profile")
     tune.add_argument(
         "--runtime",
         choices=("auto", "llama", "mlx"),

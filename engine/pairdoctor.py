@@ -57,6 +57,7 @@ class Prediction:
     depth: int | None = None
     tps: float | None = None
     plain_tps: float | None = None
+    profile_basis: str = ""  # the box profile's plain speed, spread and age: "plain 31.2 tok/s ±3%, measured today"
 
     @property
     def speedup(self) -> float | None:
@@ -114,6 +115,8 @@ class PairReport:
                 cut = ", cut short" if p.cut_short else ""
                 out += [f"  {p.name:14} {rate} ({p.accepted} of {p.drafted} drafts, {p.tokens} tokens{cut})"]
         out += [f"Prediction: {self.prediction.sentence}"]
+        if self.prediction.profile_basis:
+            out += [f"  from a box profile with {self.prediction.profile_basis}"]
         out += [f"Runtimes: {self.runtimes}"] if self.runtimes else []
         out += [f"Suggestion: {self.suggestion or 'none: no catalog pair is better for this target.'}"]
         return out
@@ -286,6 +289,10 @@ def predict_speed(
             f"--drafter {_named(drafter)}` measures what its rounds cost here (about a minute), and this report "
             "then predicts its speed against plain decoding."
         )
+    return replace(_predict_from(profile, probe), profile_basis=profile.basis())
+
+
+def _predict_from(profile: BoxProfile, probe: Probe | None) -> Prediction:
     measured = probe is not None and probe.rounds
     acceptance = conditional_acceptance(probe.rounds, profile.max_depth) if measured else list(profile.acceptance_prior)
     if not acceptance:

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 from engine.drafting import kinds
+from engine.errors import DraftlightError
 from engine.measure.costmodel import BoxProfile, best_depth, explain
+from engine.measure.soundness import DISAGREEMENT
 from engine.models import catalog
 from engine.models.discover import drafter_kind
 from engine.pairloading import load_target
@@ -23,7 +25,7 @@ from engine.runtime.protocol import TextModel
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from engine.measure.profile import load_profile, measure, save_profile
+    from engine.measure.profile import load_profile, measure, measured_soundly
 
     options = RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=not args.fast)
     progress = terminal_progress()
@@ -48,21 +50,25 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if runtime != "llama":
             models = [load_target(p, runtime, options, progress) for p in (target_path, drafter_path)]
         keyed = (models[0].path, models[1].path, models[0].options) if models else (target_path, drafter_path, options)
-        existing = None if args.force else load_profile(*keyed)
-        if existing is not None:
-            saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(existing.measured_at))
-            profile, note = existing, f"(saved {saved}; --force measures again)"
+        saved = load_profile(*keyed)
+        if args.show and saved is None:
+            raise DraftlightError("No sound box profile is saved for this pair here: `draftlight tune` measures one.")
+        if saved is not None and not (args.force or args.check):
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(saved.measured_at))
+            profile, note = saved, f"(saved {when}; --check measures again and compares, --force replaces it)"
         else:
             t0 = time.perf_counter()
             models = models or [load_target(p, runtime, options, progress) for p in (target_path, drafter_path)]
             target, drafter = models
-            profile = measure(target, drafter, target.options, progress=say_on_stderr("tune"))
-            save_profile(profile)
+            said = say_on_stderr("tune")
+            profile = measured_soundly(lambda: measure(target, drafter, target.options, progress=said), said)
             note = f"(measured in {time.perf_counter() - t0:.1f} s)"
     finally:
         for model in models:
             model.close()
     _print_header(profile, runtime, note)
+    if args.check and saved is not None:
+        print(compare(saved, profile))
     print(profile.table())
     depth, rates = best_depth(profile, profile.acceptance_prior)
     print(
@@ -99,3 +105,31 @@ def _print_header(profile: BoxProfile, runtime: str, note: str = "") -> None:
     )
     print(f"runtime: {profile.runtime}")
     print(f"machine: {profile.machine}")
+    load = "not read" if profile.other_cpu is None else f"{profile.other_cpu:.0%}"
+    print(
+        f"basis: {profile.basis()}; figures' widest spread ±{profile.spread / 2:.0%}; "
+        f"other processes' CPU {load}, thermal {profile.thermal}"
+    )
+
+
+def compare(saved: BoxProfile, fresh: BoxProfile) -> str:
+    """`tune --check`: the saved profile's figures against a fresh measurement's, and the verdict on it."""
+    pairs = [
+        (f"target pass of {i} rows", a, b) for i, (a, b) in enumerate(zip(saved.target_rows_s, fresh.target_rows_s), 1)
+    ]
+    if saved.drafter_step_s and fresh.drafter_step_s:
+        pairs.append(("drafter step", saved.drafter_step_s, fresh.drafter_step_s))
+    lines = ["figure                   saved      now   saved/now"]
+    worst = 1.0
+    for name, a, b in pairs:
+        ratio = a / b if b else float("inf")
+        worst = max(worst, ratio, 1 / ratio if ratio else float("inf"))
+        lines.append(f"{name:22} {a * 1e3:7.1f} ms {b * 1e3:7.1f} ms  {ratio:5.2f}")
+    allowed = DISAGREEMENT * (1 + max(saved.spread, fresh.spread))
+    if worst > allowed:
+        lines.append(f"The saved profile was off by up to {worst:.1f}x: replaced by this measurement.")
+    else:
+        lines.append(
+            f"The saved profile holds: every figure within {worst:.2f}x of now (allowed {allowed:.1f}x); now saved."
+        )
+    return "\n".join(lines)

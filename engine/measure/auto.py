@@ -10,6 +10,7 @@ from engine.depth import AUTO, MAX_DEPTH, Depth, RoundSeconds
 from engine.drafting import Drafter, ModelDrafter
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, explain
 from engine.measure.profile import drafting_free, profile_for, profile_for_target_only
+from engine.measure.soundness import rounds_disagree
 from engine.runtime import Model, RuntimeOptions
 
 
@@ -48,6 +49,11 @@ class AutoDepth:
         self.rounds: deque[tuple[int, int]] = deque(maxlen=window)  # (drafted, accepted)
         self.depth, self._rates = best_depth(profile, self.acceptance(), drafter_step_s, self.max_depth)
         self._since = 0
+        self._seen: deque[tuple[int, RoundSeconds]] = deque(maxlen=2 * every)  # the latest rounds' own seconds
+        # Why Auto holds speculation off: its profile contradicted (for good: the engine re-measures it),
+        # or this reply's rounds slower than its plain pass (until the next reply, whose text may differ).
+        self.held_plain = ""
+        self._contradicted = False
 
     @property
     def setting(self) -> Depth:
@@ -58,9 +64,16 @@ class AutoDepth:
         return conditional_acceptance(self.rounds, self.max_depth, self.profile.acceptance_prior or [0.0], pull=2.0)
 
     def choose(self) -> int:
-        return self.depth
+        return 0 if self.held_plain else self.depth
+
+    @property
+    def contradicted(self) -> str:
+        """Why this Auto's profile cannot be trusted, where a reply's own rounds contradicted it; else ""."""
+        return self.held_plain if self._contradicted else ""
 
     def observe(self, drafted: int, accepted: int, seconds: RoundSeconds | None = None) -> None:
+        if seconds is not None:
+            self._seen.append((drafted, seconds))
         if drafted:
             self.rounds.append((drafted, accepted))
             if self.in_situ and seconds is not None:
@@ -72,10 +85,32 @@ class AutoDepth:
         self._since = 0
         if self.timings:
             self._learn_costs()
+        if self.held_plain or self._hold_plain():
+            self.depth = 0
+            return
         best, rates = best_depth(self.profile, self.acceptance(), self.drafter_step_s, self.max_depth)
         if best != self.depth and rates[best] > rates[self.depth] * (1 + self.margin):
             self.depth = best
         self._rates = rates
+
+    def _hold_plain(self) -> bool:
+        """Whether the rounds so far contradict the profile, or draft slower than its plain pass: then
+        every round from here is plain (the engine marks the profile stale and re-measures it)."""
+        said = rounds_disagree(self.profile, list(self._seen))
+        if said:
+            self.held_plain, self._contradicted = f"the box profile {said}: re-measuring; plain until then", True
+            return True
+        drafting = [(d, s) for d, s in self._seen if d]
+        if len(drafting) >= self.every and self.depth:
+            seconds = sum(s.draft + s.verify + s.commit for _, s in drafting)
+            tokens = sum(1 + a for (d, a) in list(self.rounds)[-len(drafting) :])
+            if tokens / seconds < 1 / self.profile.plain_pass_s:
+                self.held_plain = (
+                    f"its rounds made {tokens / seconds:.1f} tok/s, slower than the profile's plain "
+                    f"{1 / self.profile.plain_pass_s:.1f} tok/s: plain from here"
+                )
+                return True
+        return False
 
     def _learn_costs(self) -> None:
         """The drafter's step, its extra cost inside the verify pass and the round's rest, from the rounds seen."""
@@ -88,12 +123,17 @@ class AutoDepth:
 
     def for_reply(self, greedy: bool) -> None:
         """A draft model guesses each verify's outcome in greedy replies only: price this reply's rounds so."""
+        held, self._seen = self.held_plain and not self._contradicted, deque(maxlen=2 * self.every)
+        if held:
+            self.held_plain = ""
         guesses = self._guesses and greedy
-        if guesses != self.profile.drafter_guesses:
+        if guesses != self.profile.drafter_guesses or held:
             self.profile = replace(self.profile, drafter_guesses=guesses)
             self.depth, self._rates = best_depth(self.profile, self.acceptance(), self.drafter_step_s, self.max_depth)
 
     def explain(self) -> str:
+        if self.held_plain:
+            return f"Speculation off: {self.held_plain}."
         return explain(self.profile, self.depth, self.acceptance(), self.drafter_step_s)
 
 

@@ -12,6 +12,7 @@ has the most tokens per second, E_k / C_k, depth 0 included.
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,8 +20,9 @@ from dataclasses import dataclass, field
 from engine.depth import MAX_DEPTH
 from engine.events import RunStats
 
-# 5: the rollback timed, a draft model's step at the shape it runs; 6: GPU rows at a steady shape; 7: guesses
-PROFILE_VERSION = 7
+# 5: the rollback timed, a draft model's step at the shape it runs; 6: GPU rows at a steady shape; 7: guesses;
+# 8: spread, load and a plain round recorded, and checked (engine.measure.soundness)
+PROFILE_VERSION = 8
 
 
 @dataclass
@@ -50,6 +52,17 @@ class BoxProfile:
     drafter_guesses: bool = False
     measured_at: float = field(default_factory=time.time)
     version: int = PROFILE_VERSION
+    # How far it can be trusted: the widest spread of any figure's repeats, the 1-row pass's own,
+    # a whole plain round of a real reply (which holds a 1-row pass), and the machine's load then.
+    spread: float = 0.0
+    plain_spread: float = 0.0
+    plain_round_s: float = 0.0
+    other_cpu: float | None = None
+    thermal: str = "unknown"
+
+    def basis(self) -> str:
+        """What the verdict rests on, in words: "plain 31.2 tok/s ±3%, measured today"."""
+        return f"plain {1 / self.plain_pass_s:.1f} tok/s ±{self.plain_spread / 2:.0%}, {describe_age(self.measured_at)}"
 
     @property
     def plain_pass_s(self) -> float:
@@ -88,6 +101,13 @@ class BoxProfile:
         lines.append(f"undoing a rejected draft {self.rollback_s * 1e3:.2f} ms = {self.rollback_s / one:.3f} of a pass")
         lines.append("calibration acceptance per position: " + " ".join(f"{a:.0%}" for a in self.acceptance_prior))
         return "\n".join(lines)
+
+
+def describe_age(measured_at: float, now: float | None = None) -> str:
+    """When a profile was measured, in words: "measured today", "measured 3 days ago"."""
+    today = datetime.date.fromtimestamp(time.time() if now is None else now)
+    days = (today - datetime.date.fromtimestamp(measured_at)).days
+    return "measured today" if days <= 0 else "measured yesterday" if days == 1 else f"measured {days} days ago"
 
 
 def reached_and_kept(rounds: Iterable[tuple[int, int]], depth: int) -> list[tuple[int, int]]:

@@ -23,6 +23,17 @@ from engine.drafting.model import step_plan
 from engine.errors import DraftlightError
 from engine.events import RoundEvent
 from engine.measure.costmodel import PROFILE_VERSION, BoxProfile, conditional_acceptance
+from engine.measure.soundness import (
+    LoadMeter,
+    MachineLoad,
+    ProfileRefused,
+    impossible,
+    note_refusal,
+    problem_of,
+    recent_refusal,
+    refusal,
+    spread,
+)
 from engine.models.catalog import cache_dir
 from engine.runtime import Model, RuntimeOptions
 from engine.speculative import GenerationConfig, Prefill, generate
@@ -77,21 +88,42 @@ def profile_path(key: str) -> Path:
 
 
 def load_profile(target: Path, drafter: Path, options: RuntimeOptions) -> BoxProfile | None:
-    path = profile_path(profile_key(target, drafter, options))
+    return _read_profile(profile_path(profile_key(target, drafter, options)))
+
+
+def _read_profile(path: Path) -> BoxProfile | None:
+    """A saved profile of this release that is not stale and passes its checks; None otherwise."""
     try:
         data = json.loads(path.read_text())
-        return BoxProfile(**data) if data.get("version") == PROFILE_VERSION else None
+        profile = BoxProfile(**data) if data.get("version") == PROFILE_VERSION and not data.get("stale") else None
     except (OSError, ValueError, TypeError):
         return None
+    # Spread and load were judged when it was saved; physics is judged again, on what the file says now.
+    if profile is None or impossible(
+        profile.target_rows_s, profile.drafter_step_s, profile.spread, profile.plain_round_s
+    ):
+        return None
+    return profile
 
 
-def _median_time(fn, repeats: int) -> float:
+def mark_stale(profile: BoxProfile) -> None:
+    """A saved profile a reply contradicted: kept for the record, never used again; the next Auto reply re-measures."""
+    path = profile_path(profile.key)
+    try:
+        data = json.loads(path.read_text())
+        data["stale"] = True
+        path.write_text(json.dumps(data, indent=1))
+    except (OSError, ValueError):
+        pass
+
+
+def _times(fn, repeats: int) -> list[float]:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
 
 
 def _calibration_prompt(target: Model) -> list[int]:
@@ -103,9 +135,9 @@ GRAPH_WARM_PASSES = 2  # ggml-cuda runs a new shape directly, captures it on the
 
 def time_rows(
     target: Model, options: RuntimeOptions, prompt: list[int], max_depth: int, repeats: int, say
-) -> tuple[list[float], float]:
+) -> tuple[list[float], float, list[float]]:
     """Median seconds of a target pass of 1..max_depth+1 rows, after the prompt, sizes interleaved;
-    and of undoing a rejected draft (all but the first row of the largest pass).
+    of undoing a rejected draft (all but the first row of the largest pass); and each size's spread.
 
     On a GPU each timed pass follows untimed ones of its size: a round at a fixed depth
     verifies one shape again and again, and a CUDA graph is captured on a shape's second pass
@@ -141,7 +173,7 @@ def time_rows(
                 one_pass(rows)
             samples[rows - 1].append(one_pass(rows))
     ctx.close()
-    return [statistics.median(x) for x in samples], statistics.median(rollbacks)
+    return [statistics.median(x) for x in samples], statistics.median(rollbacks), [spread(x) for x in samples]
 
 
 def measure(
@@ -156,7 +188,8 @@ def measure(
     say = progress or (lambda _m: None)
     template = template_for(target)
     prompt = _calibration_prompt(target)
-    rows_s, rollback_s = time_rows(target, options, prompt, max_depth, repeats, say)
+    meter = LoadMeter()
+    rows_s, rollback_s, rows_spread = time_rows(target, options, prompt, max_depth, repeats, say)
 
     say("timing drafter steps")
     dctx = drafter.new_context(max_rows=1, options=options)
@@ -169,7 +202,8 @@ def measure(
         dctx.decode(prompt[-shape:], all_logits=False)
 
     one_step()
-    step_s = _median_time(one_step, repeats * 2)
+    steps = _times(one_step, repeats * 2)
+    step_s = statistics.median(steps)
     dctx.close()
 
     say("calibrating acceptance and round overhead")
@@ -220,8 +254,9 @@ def measure(
     catch_up = max(0.0, statistics.median(catch_ups)) if catch_ups else 0.0
     # Medians of whole rounds: a round that captured a new CUDA graph (a reply's first few)
     # must not price every round.
+    plain_round_s = statistics.median(plain_rounds) if plain_rounds else 0.0
     if plain_rounds:
-        overhead = max(0.0, statistics.median(plain_rounds) - rows_s[0])
+        overhead = max(0.0, plain_round_s - rows_s[0])
     if overlaps and max_depth > 1 and all(rounds_at.values()):
         # Every step is one row; once a round, the last draft's decode runs beside the verify and
         # slows it, priced as the round's catch-up.
@@ -249,7 +284,13 @@ def measure(
         drafter_catch_up_s=catch_up,
         rollback_s=rollback_s,
         drafter_guesses=draft_model.guesses,
+        plain_round_s=0.0 if options.pipelined_rounds else plain_round_s,
+        **_trust([*rows_spread, spread(steps)], rows_spread[0], meter.read()),
     )
+
+
+def _trust(spreads: list[float], plain_spread: float, load: MachineLoad) -> dict:
+    return dict(spread=max(spreads), plain_spread=plain_spread, other_cpu=load.other_cpu, thermal=load.thermal)
 
 
 def price_steps(
@@ -289,9 +330,29 @@ def profile_for(target: Model, drafter: Model, options: RuntimeOptions, progress
     found = load_profile(target.path, drafter.path, options)
     if found is not None:
         return found
-    profile = measure(target, drafter, options, progress=progress)
-    save_profile(profile)
-    return profile
+    key = profile_key(target.path, drafter.path, options)
+    return measured_soundly(lambda: measure(target, drafter, options, progress=progress), progress, key)
+
+
+def measured_soundly(measure_once, progress=None, key: str = "") -> BoxProfile:
+    """A profile measured and saved if its figures pass their checks (engine.measure.soundness);
+    measured once more if not; not saved, and a sentence raised, if the second fails too. A refusal
+    is remembered: until it is RETRY_AFTER_S old, the profile at `key` is refused unmeasured."""
+    refused = recent_refusal(profile_path(key)) if key else ""
+    if refused:
+        raise ProfileRefused(refused)
+    problem = ""
+    for attempt in range(2):
+        profile = measure_once()
+        problem = problem_of(profile)
+        if not problem:
+            save_profile(profile)
+            return profile
+        if attempt == 0 and progress is not None:
+            progress(f"measuring again: {problem}")
+    sentence = refusal(problem)
+    note_refusal(profile_path(profile.key), sentence)
+    raise ProfileRefused(sentence)
 
 
 # A profile measured without a draft model (n-gram, MTP, DFlash, EAGLE-3 drafters) has no
@@ -306,7 +367,8 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
         return found
     if progress is None:
         raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
-    return _measure_rows(target, options, progress)
+    key = profile_key(target.path, target.path, options)
+    return measured_soundly(lambda: _measure_rows(target, options, progress), progress, key)
 
 
 def saved_rows(target: Path, options: RuntimeOptions) -> BoxProfile | None:
@@ -324,16 +386,16 @@ def saved_rows(target: Path, options: RuntimeOptions) -> BoxProfile | None:
             and data.get("runtime") == options.runtime_version()
             and data.get("version") == PROFILE_VERSION
         ):
-            try:
-                return BoxProfile(**data)
-            except TypeError:
-                continue  # written by another release: measure again
+            found = _read_profile(path)
+            if found is not None:
+                return found
     return None
 
 
 def _measure_rows(target: Model, options: RuntimeOptions, progress) -> BoxProfile:
-    rows_s, rollback_s = time_rows(target, options, _calibration_prompt(target), MAX_DEPTH, 7, progress)
-    profile = BoxProfile(
+    meter = LoadMeter()
+    rows_s, rollback_s, rows_spread = time_rows(target, options, _calibration_prompt(target), MAX_DEPTH, 7, progress)
+    return BoxProfile(
         key=profile_key(target.path, target.path, options),
         machine=machine_id(),
         target=target.path.name,
@@ -346,9 +408,8 @@ def _measure_rows(target: Model, options: RuntimeOptions, progress) -> BoxProfil
         overhead_s=rollback_s,  # until a conversation's rounds say what the rest of a round costs
         acceptance_prior=[NEUTRAL_PRIOR] * MAX_DEPTH,
         rollback_s=rollback_s,
+        **_trust(rows_spread, rows_spread[0], meter.read()),
     )
-    save_profile(profile)
-    return profile
 
 
 def saved_target_profile(target: Model, options: RuntimeOptions) -> BoxProfile | None:

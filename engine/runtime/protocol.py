@@ -51,6 +51,7 @@ class RunOptions(Protocol):
     what a box profile is keyed by."""
 
     runtime: ClassVar[str]  # "llama" or "mlx" (engine.runtime.formats.RUNTIMES)
+    pipelined_rounds: ClassVar[bool]  # a round may overlap its next step, so it can take less than a lone pass
     n_ctx: int
 
     @property

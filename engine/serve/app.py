@@ -121,9 +121,9 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
         plain_pass_s = engine.plain_pass_s()
         out = {"rejections": rejection_anatomy(tokens, rounds, plain_pass_s).to_json()}
         out["drafter_kind"] = engine.drafter.kind if engine.drafter is not None else NONE.name
-        found = gauge([stats], plain_pass_s)
+        found = gauge([stats], plain_pass_s, engine.profile_basis())
         if found is not None:
-            out.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
+            out.update(found.to_json())
         return out
 
     async def events_of(req: ChatRequest, stop: threading.Event | None = None) -> AsyncIterator[Event]:

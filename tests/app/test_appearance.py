@@ -120,3 +120,24 @@ def test_the_status_bar_shows_the_few_figures_and_keeps_the_rest_in_its_tooltip(
     tip = window.status.more.toolTip()
     assert "drafting: a draft model" in tip and "prefill 543 ms (36 tokens)" in tip
     assert window.status.labels["place"].text() == "this machine on llama.cpp"
+
+
+def test_the_gauge_names_its_basis_and_claims_no_saving_a_reply_contradicts(window_at, tmp_path):
+    from engine.events import FinishReason, RunStats
+
+    window = window_at(tmp_path / "s.sqlite")
+    stats = RunStats(prompt_tokens=5, prefill_s=0.1, generated_tokens=4, decode_s=0.2, rounds=2, depth=2, drafted=3,
+                     accepted=2, acceptance_per_position=(1.0, 0.5), drafted_per_position=(2, 1),
+                     accepted_per_position=(2, 1), draft_s=0.01, verify_s=0.15, commit_s=0.01, rewind_s=0.001,
+                     overhead_s=0.002, finish_reason=FinishReason.MAX_TOKENS, token_ids=(1, 2, 3, 4), from_prefill=1)  # fmt: skip
+    gauge = window.status.labels["gauge"]
+    window.status.show(stats, 0.05, [stats], "plain 20.0 tok/s ±3%, measured today")
+    assert gauge.text() == "plain 20.0 tok/s · speculation 25% slower"
+    assert "(15.0 against 20.0 tok/s plain)" in gauge.toolTip()
+    # a profile measured on a busy box priced the plain pass 10x: the reply's verify passes ran under it
+    window.status.show(stats, 0.5, [stats], "plain 2.0 tok/s ±40%, measured yesterday")
+    assert gauge.text() == "plain 2.0 tok/s · plain speed unknown: re-measuring"
+    assert gauge.toolTip().startswith(
+        "This reply: no saving can be claimed: the box profile's plain pass (2.0 tok/s; plain 2.0 tok/s ±40%, "
+        "measured yesterday) measured 7x slower than this reply's own verify passes: re-measuring."
+    )

@@ -116,7 +116,7 @@ def test_the_chat_command_escapes_the_models_text_on_a_terminal(monkeypatch):
             )
 
     class Engine:
-        verdict, notice, ctx = None, "", type("Ctx", (), {"n_ctx": 4096})()
+        verdict, notice, profile_notice, ctx = None, "", "", type("Ctx", (), {"n_ctx": 4096})()
 
         def depth_policy(self, depth, progress):
             return None
@@ -126,6 +126,9 @@ def test_the_chat_command_escapes_the_models_text_on_a_terminal(monkeypatch):
 
         def plain_pass_s(self):
             return None
+
+        def profile_basis(self):
+            return ""
 
     import engine.session
 

@@ -19,6 +19,7 @@ class RuntimeOptions:
     """How a model is loaded and run."""
 
     runtime: ClassVar[str] = "llama"
+    pipelined_rounds: ClassVar[bool] = False  # a round's passes run one after another
     n_ctx: int = 4096
     n_batch: int = 512  # prompt tokens per prefill batch
     n_threads: int = 0  # 0: default_threads()

@@ -14,6 +14,9 @@ class MlxOptions:
     """How an MLX model runs (a RunOptions): its context's size, and the prompt's chunks."""
 
     runtime: ClassVar[str] = "mlx"
+    # A round launches its next step before reading this one (mlx-lm's async eval): a whole round may
+    # take less wall time than a lone pass, so a profile does not hold one against the other.
+    pipelined_rounds: ClassVar[bool] = True
     n_ctx: int = 4096  # positions a context holds at most (the model's own limit, if smaller)
     prefill_chunk: int = 512  # tokens a decode runs at once; a cancelled prefill stops between chunks
 

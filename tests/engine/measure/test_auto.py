@@ -72,3 +72,31 @@ def test_a_sampled_reply_is_priced_without_the_guesses_only_greedy_replies_make(
     plain = AutoDepth(_profile(box.target_rows_s, 0.004, prior=(0.9,) * 4))
     plain.for_reply(greedy=True)  # a profile without guesses never gains them
     assert not plain.profile.drafter_guesses
+
+
+def test_rounds_that_contradict_the_profile_hold_auto_plain_for_good():
+    """A profile measured on a busy box says a pass costs 0.5 s; the rounds' verify passes take 0.05 s."""
+    box = _profile([0.5] * 5, 0.001, prior=(0.9,) * 4)
+    auto = AutoDepth(box, every=4)
+    assert auto.choose() == 4
+    for _ in range(4):
+        auto.observe(4, 4, RoundSeconds(0.004, 0.046, 0.0))  # a whole round 0.05 s, priced 0.504
+    assert auto.choose() == 0
+    assert auto.contradicted == "the box profile measured 10x slower than this reply: re-measuring; plain until then"
+    assert auto.explain() == f"Speculation off: {auto.contradicted}."
+    auto.for_reply(greedy=True)
+    assert auto.choose() == 0
+
+
+def test_auto_goes_plain_the_moment_its_rounds_are_slower_than_the_plain_pass():
+    """Every draft lands, but the draft steps take 5x what the profile says: the rounds make 17 tok/s
+    against the profile's plain 20. Plain for the rest of the reply; the next reply tries again."""
+    box = _profile([0.05, 0.06, 0.07, 0.08, 0.09], 0.01, prior=(0.9,) * 4)
+    auto = AutoDepth(box, every=4)
+    assert auto.choose() == 4
+    for _ in range(4):
+        auto.observe(4, 4, RoundSeconds(0.2, 0.09, 0.0))
+    assert auto.choose() == 0 and auto.contradicted == ""
+    assert auto.held_plain == "its rounds made 17.2 tok/s, slower than the profile's plain 20.0 tok/s: plain from here"
+    auto.for_reply(greedy=True)
+    assert auto.choose() == 4

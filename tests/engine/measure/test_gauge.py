@@ -53,3 +53,18 @@ def test_the_verdict_follows_the_ratio(replies):
         fast.verdict()
         == f"speculation saves 20% of the time here ({fast.tps:.1f} against {fast.plain_tps:.1f} tok/s plain)"
     )
+
+
+def test_a_plain_speed_the_reply_contradicts_claims_no_saving(replies):
+    """A profile measured while another program shared the cores priced a plain pass 10x too slow: the
+    reply's own verify passes (a row or more each) ran far under it, so no saving is claimed."""
+    plain, spec = replies
+    wrong = plain.decode_s / plain.rounds * 10
+    g = gauge([spec], wrong, "plain 3.1 tok/s ±2%, measured today")
+    assert g.contradicted and g.short() == "plain speed unknown: re-measuring"
+    assert g.to_json()["speedup"] is None and g.to_json()["basis"] == "plain 3.1 tok/s ±2%, measured today"
+    assert g.verdict() == (
+        f"no saving can be claimed: the box profile's plain pass ({g.plain_tps:.1f} tok/s; plain 3.1 tok/s ±2%, "
+        f"measured today) measured {1 / g.verify_passes:.0f}x slower than this reply's own verify passes: re-measuring"
+    )
+    assert not gauge([spec], wrong / 10).contradicted

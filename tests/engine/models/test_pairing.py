@@ -141,6 +141,7 @@ def test_the_prediction_uses_the_probes_acceptance_and_this_boxs_costs(tmp_path)
         f"At the probe's acceptance (60%), depth {best} is predicted at {rates[best]:.1f} tok/s on this box "
         f"against {rates[0]:.1f} plain: {rates[best] / rates[0]:.2f}x."
     )
+    assert found.profile_basis == f"plain {1 / paying.plain_pass_s:.1f} tok/s ±0%, measured today"
     hopeless = box_profiles.profile(target, drafter, options, *box_profiles.HOPELESS)
     assert predict_speed(hopeless, _probe(rounds), target, drafter, "model").sentence == why_plain(hopeless)
 
