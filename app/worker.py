@@ -230,6 +230,7 @@ class EngineWorker(QObject):
             target = load_target(path, runtime, request.options, self.loading.progress)
             old = self.engine
             engine = Engine(target, None, request.options)
+            engine.ledger_source = "app"
             try:
                 drafter, verdict = load_drafter(
                     target,

@@ -79,6 +79,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     engine = Engine.load(
         args.target, args.drafter, _runtime_options(args), progress, go_plain=args.depth == AUTO, runtime=args.runtime
     )
+    engine.ledger_source = "chat"
     if args.drafter == "auto" and engine.verdict is not None and not args.json:
         print(engine.verdict.explain(), file=sys.stderr)  # what auto found, and why it fits
     policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box

@@ -104,6 +104,7 @@ def run_probe(
         engine = Engine.load(target, drafter, options, runtime=runtime)
     except DraftlightError as exc:
         return replace(empty, note=f"The probe could not load the pair: {exc}")
+    engine.ledger_source = "pair"
     deadline = start + seconds
     done: list[PromptProbe] = []
     rounds: list[tuple[int, int]] = []

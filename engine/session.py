@@ -13,6 +13,9 @@ from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth
 from engine.drafting import Drafter, kinds
 from engine.errors import Cancelled, ContextFullError, DraftlightError
 from engine.events import Event, FinishReason, RunStats
+from engine.ledger import recording
+from engine.ledger.fingerprint import FileIdentity
+from engine.ledger.store import Setup
 from engine.measure.auto import AutoDepth, auto_depth_for
 from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
 from engine.measure.probe import ProbeResult, batch_invariance
@@ -51,6 +54,9 @@ class Engine:
         # a program using the engine gets exactly the pair it loaded unless it does too.
         self.go_plain = False
         self.plain_reason = ""  # why this engine runs plain, once it does
+        # Who is replying, as the acceptance ledger names it: chat, app, serve, lab, pair, bench.
+        self.ledger_source = "engine"
+        self._identity: tuple[FileIdentity, FileIdentity] | None = None  # both files', for the ledger
 
     @classmethod
     def load(
@@ -95,13 +101,13 @@ class Engine:
     def set_drafter(self, drafter: Drafter | None, verdict: Verdict | None = None) -> None:
         old = self.drafter
         self.drafter, self.verdict = drafter, verdict
-        self._auto = None
+        self._auto, self._identity = None, None
         if old is not None and old is not drafter:
             old.close()
 
     def swap_drafter(self, drafter: Drafter | None) -> None:
         """Use another drafter the caller keeps (and closes): the ruler's arms share one engine."""
-        self.drafter, self._auto = drafter, None
+        self.drafter, self._auto, self._identity = drafter, None, None
 
     @property
     def runtime(self) -> str:
@@ -243,8 +249,10 @@ class Engine:
         config: GenerationConfig,
         cancelled: Callable[[], bool] = lambda: False,
         progress: ProfileProgress | None = None,
+        source: str | None = None,
     ) -> Iterator[Event]:
-        """Generate after `prompt` (token ids), reusing whatever prefix the caches hold."""
+        """Generate after `prompt` (token ids), reusing whatever prefix the caches hold. The finished
+        reply's acceptance goes to the ledger under `source` (default: `ledger_source`)."""
         if len(prompt) >= self.ctx.n_ctx:
             raise ContextFullError(
                 f"The conversation is {len(prompt):,} tokens and the context holds {self.ctx.n_ctx:,}: "
@@ -277,7 +285,20 @@ class Engine:
             yield self._stopped_in_prefill(policy, t0)
             return
         prefill = Prefill(prefilled, time.perf_counter() - t0, first_row)
-        yield from generate(self.ctx, drafter, policy, list(prompt), config, cancelled, prefill)
+        for event in generate(self.ctx, drafter, policy, list(prompt), config, cancelled, prefill):
+            if isinstance(event, RunStats) and drafter is not None:
+                setup = self.ledger_setup(event, config.sampling.temperature)
+                recording.record(setup, event, source or self.ledger_source)
+            yield event
+
+    def ledger_setup(self, stats: RunStats, temperature: float) -> Setup:
+        """What the acceptance ledger keys a reply of this pair by (engine.ledger)."""
+        if self.drafter is None:
+            raise DraftlightError("A reply with no drafter has no acceptance to keep.")
+        if self._identity is None:
+            self._identity = recording.pair_identity(self.target.path, self.drafter)
+        runtime = self.target.options.runtime_version()
+        return recording.setup_for(self._identity, self.drafter.kind, runtime, stats, temperature)
 
     def _unobserved(self, prompt, policy, config, cancelled, t0: float) -> Iterator[Event]:
         """A plain reply whose decodes a drafter reading the target does not watch: paused only while

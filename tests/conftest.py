@@ -8,6 +8,7 @@ the tests that need it, with one line saying how to fetch it.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from engine.errors import ModelNotAvailable
 from engine.models import catalog
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Replies made by tests fill an acceptance ledger of their own, never the user's.
+os.environ["DRAFTLIGHT_LEDGER"] = str(Path(tempfile.mkdtemp(prefix="draftlight-ledger-")) / "ledger.sqlite3")
 
 PROMPTS = {
     "code": "Write a bubble sort in C++.",

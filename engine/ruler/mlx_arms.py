@@ -106,6 +106,7 @@ class OurArms:
         else:
             self.engine = Engine.load(target, drafter, options, runtime=runtime)
         self.drafter = self.engine.drafter
+        self.engine.ledger_source = "bench"
 
     def run(self, arm: Arm, prompt: BenchPrompt, ids: list[int], n_tokens: int) -> RunRecord:
         engine = self.engine
