@@ -123,6 +123,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
                     if found is not None:  # the break-even gauge
                         line.update(plain_tps=found.plain_tps, speedup=found.speedup, verdict=found.verdict())
                     line["rejections"] = rejection_anatomy(tokens, rounds, plain_pass_s).to_json()
+                    view = engine.ledger_view()
+                    line["ledger"] = view and {"status": view.status(), "warnings": view.warnings}
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
         elif isinstance(event, TokenEvent):
             text = terminal_safe(event.text) if terminal else event.text
@@ -141,6 +143,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
         found = gauge([stats], plain_pass_s)
         if found is not None:
             print(f"[{found.verdict()}]", file=sys.stderr)
+        view = engine.ledger_view()
+        for warning in view.warnings if view else ():
+            print(f"[ledger: {warning}]", file=sys.stderr)
     return 0
 
 
@@ -249,6 +254,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_pair(args: argparse.Namespace) -> int:
     """The pairing doctor's report; exit 1 where the drafter cannot draft for the target."""
+    from engine.ledger.report import for_pair
     from engine.pairdoctor import pair_report
     from engine.ruler.prompts import load_file
     from engine.runtime import set_verbose
@@ -267,12 +273,14 @@ def cmd_pair(args: argparse.Namespace) -> int:
         say,
         runtime=args.runtime,
     )
+    ledger = for_pair(report.target.path, report.drafter and report.drafter.path, report.drafter_kind)
     if args.json:
-        print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))
+        print(json.dumps(dict(report.to_json(), ledger=ledger and ledger.to_json()), ensure_ascii=False, indent=1))
     else:
         encoding = sys.stdout.encoding or "ascii"
         marks = ("✓", "✗") if "✓✗".encode(encoding, errors="ignore") else ("+", "x")
-        text = "\n".join(report.lines(marks)) + "\n"
+        lines = report.lines(marks) + (ledger.lines(with_history=args.history) if ledger else [])
+        text = "\n".join(lines) + "\n"
         sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))  # a token's text may not encode
     if report.compatible or report.drafter_kind == kinds.NONE.name:
         return 0
@@ -391,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pair.add_argument("--max-tokens", type=_within(int, 1000), default=64, help="tokens per probe reply (default 64)")
     pair.add_argument("--json", action="store_true", help="the report as one JSON object")
+    pair.add_argument(
+        "--history", action="store_true", help="the pair's acceptance by content kind over time, from the ledger"
+    )
     _add_runtime_args(pair)
     pair.set_defaults(func=cmd_pair)
 
@@ -411,9 +422,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runtime_args(serve)
     serve.set_defaults(func=cmd_serve)
 
+    from engine.ledger.cli import add_cli as add_ledger
     from engine.ruler.cli import add_cli as add_ruler
 
     add_ruler(sub)
+    add_ledger(sub)
     return parser
 
 

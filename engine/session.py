@@ -15,6 +15,7 @@ from engine.errors import Cancelled, ContextFullError, DraftlightError
 from engine.events import Event, FinishReason, RunStats
 from engine.ledger import recording
 from engine.ledger.fingerprint import FileIdentity
+from engine.ledger.report import PairLedger, for_pair
 from engine.ledger.store import Setup
 from engine.measure.auto import AutoDepth, auto_depth_for
 from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
@@ -290,6 +291,12 @@ class Engine:
                 setup = self.ledger_setup(event, config.sampling.temperature)
                 recording.record(setup, event, source or self.ledger_source)
             yield event
+
+    def ledger_view(self) -> PairLedger | None:
+        """This pair in the acceptance ledger: baselines, the drift warning, history; None with no drafter."""
+        if self.drafter is None:
+            return None
+        return for_pair(self.target.path, recording.drafter_file(self.drafter), self.drafter.kind)
 
     def ledger_setup(self, stats: RunStats, temperature: float) -> Setup:
         """What the acceptance ledger keys a reply of this pair by (engine.ledger)."""
