@@ -16,13 +16,15 @@ import argparse
 
 import numpy as np
 
-from engine.ledger.drift import BASELINE_DRAFTS, FALL, FALSE_ALARM_RATE, THRESHOLD, cusum_step
+from engine.ledger.drift import BASELINE_DRAFTS, FALL, FALSE_ALARM_RATE, THRESHOLD, Tally, cusum_step, reply_correlation
 
 AFTER_DRAFTS = 3000
 
 
 def reply(rng: np.random.Generator, p: float, spread: float) -> tuple[int, int]:
     n = int(rng.integers(20, 151))
+    if spread <= 0:
+        return n, int(rng.binomial(n, p))
     k = (1 - p) * p / spread**2 - 1  # beta concentration giving that spread
     q = rng.beta(p * k, (1 - p) * k)
     return n, int(rng.binomial(n, q))
@@ -30,16 +32,16 @@ def reply(rng: np.random.Generator, p: float, spread: float) -> tuple[int, int]:
 
 def history(rng: np.random.Generator, p: float, fall: float, within: int, spread: float) -> bool:
     """Whether the test raises the warning: within `within` drafts after the baseline."""
-    drafted = accepted = 0
-    while drafted < BASELINE_DRAFTS:
-        n, a = reply(rng, p, spread)
-        drafted, accepted = drafted + n, accepted + a
-    p0 = accepted / drafted
+    baseline: list[Tally] = []
+    while sum(t.drafted for t in baseline) < BASELINE_DRAFTS:
+        baseline.append(Tally(*reply(rng, p, spread)))
+    p0 = sum(t.accepted for t in baseline) / sum(t.drafted for t in baseline)
+    rho = reply_correlation(baseline)
     statistic, seen = 0.0, 0
     while seen < within:
         n, a = reply(rng, p - fall, spread)
         seen += n
-        statistic = cusum_step(statistic, n, a, p0)
+        statistic = cusum_step(statistic, n, a, p0, rho)
         if statistic >= THRESHOLD:
             return True
     return False
@@ -49,7 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--histories", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--spread", type=float, default=0.05, help="prompt-to-prompt standard deviation of acceptance")
+    ap.add_argument("--spread", type=float, default=0.03, help="prompt-to-prompt standard deviation of acceptance")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     print(f"baseline {BASELINE_DRAFTS} drafts, threshold {THRESHOLD}, reply spread {args.spread:.2f}")

@@ -20,9 +20,11 @@ from engine.ledger.store import LedgerReply, Setup
 BASELINE_DRAFTS = 1000  # drafts of one kind, in whole replies, before the test starts
 FALL = 0.10  # the fall the test is tuned to find
 THRESHOLD = 6.0
-REPLY_CORRELATION = 0.03  # drafts of one reply move together (its prompt): variance inflation
+# Drafts of one reply move together; the baseline's replies say how much, within these bounds.
+MIN_REPLY_CORRELATION = 0.005
+MAX_REPLY_CORRELATION = 0.2
 REPLY_CAP = 2.5  # at least three replies in a row must lean towards the fall
-FALSE_ALARM_RATE = 0.03  # stable histories of 3,000 drafts that raise it, at most (measured: spread 5 points)
+FALSE_ALARM_RATE = 0.03  # of stable histories of 3,000 drafts whose prompts vary acceptance by 3 points (measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,31 +96,48 @@ class KindDrift:
         }
 
 
-def cusum_step(statistic: float, drafted: int, accepted: int, p0: float) -> float:
+def reply_correlation(baseline: list[Tally]) -> float:
+    """How much drafts of one reply move together (its prompt makes them all easy or all hard), from
+    the spread of the baseline's replies (method of moments), at least MIN_REPLY_CORRELATION."""
+    n = sum(t.drafted for t in baseline)
+    if len(baseline) < 2 or n == 0:
+        return MAX_REPLY_CORRELATION
+    p = sum(t.accepted for t in baseline) / n
+    if p <= 0 or p >= 1:
+        return MIN_REPLY_CORRELATION
+    mean_n = n / len(baseline)
+    spread = sum(t.drafted * (t.acceptance - p) ** 2 for t in baseline) / (len(baseline) - 1)
+    dispersion = spread / (p * (1 - p))  # 1 for independent drafts
+    rho = (dispersion - 1) / (mean_n - 1) if mean_n > 1 else 0.0
+    return min(max(rho, MIN_REPLY_CORRELATION), MAX_REPLY_CORRELATION)
+
+
+def cusum_step(statistic: float, drafted: int, accepted: int, p0: float, rho: float) -> float:
     """The statistic after one reply: its log-likelihood ratio of a fall by FALL, capped, floored at 0.
 
-    Drafts of one reply are not independent (its prompt makes them all easy or all hard): the
-    ratio is divided by the variance inflation 1 + (n - 1) * REPLY_CORRELATION (quasi-likelihood)."""
+    Drafts of one reply are not independent: the ratio is divided by the variance inflation
+    1 + (n - 1) * rho (quasi-likelihood), rho the baseline's reply correlation."""
     p0 = min(max(p0, 0.02), 0.98)
     p1 = max(p0 - FALL, 0.01)
     z = accepted * math.log(p1 / p0) + (drafted - accepted) * math.log((1 - p1) / (1 - p0))
-    z /= 1 + (drafted - 1) * REPLY_CORRELATION
+    z /= 1 + (drafted - 1) * rho
     return max(0.0, statistic + min(z, REPLY_CAP))
 
 
 def drift_of_kind(replies: list[LedgerReply], kind: str) -> KindDrift | None:
     """The test over one kind's replies (oldest first); None until the baseline is complete."""
     mine = [(r, Tally(*r.content[kind])) for r in replies if r.content.get(kind, (0, 0))[0] > 0]
-    baseline, i = Tally(), 0
-    while i < len(mine) and baseline.drafted < BASELINE_DRAFTS:
-        baseline += mine[i][1]
+    i = 0
+    while i < len(mine) and sum(t.drafted for _, t in mine[:i]) < BASELINE_DRAFTS:
         i += 1
+    baseline = sum((t for _, t in mine[:i]), Tally())
     if baseline.drafted < BASELINE_DRAFTS:
         return None
+    rho = reply_correlation([t for _, t in mine[:i]])
     before = [r.setup for r, _ in mine[:i]]
     statistic, start = 0.0, i
     for j in range(i, len(mine)):
-        statistic = cusum_step(statistic, mine[j][1].drafted, mine[j][1].accepted, baseline.acceptance)
+        statistic = cusum_step(statistic, mine[j][1].drafted, mine[j][1].accepted, baseline.acceptance, rho)
         if statistic == 0.0:
             start = j + 1
     window = mine[start:]

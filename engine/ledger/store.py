@@ -135,7 +135,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous=NORMAL")
         problems = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
         if problems != ["ok"]:
-            raise Foreign(f"SQLite's integrity check says {problems[0].strip()[:120]}")
+            raise Foreign(f"SQLite's integrity check says: {problems[0].strip()[:120]}")
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if tables and "meta" not in tables:
             raise Foreign("it is a database, but not a ledger")
@@ -152,7 +152,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         db.close()
         if getattr(exc, "sqlite_errorname", "") in DAMAGED:
-            raise Foreign(f"SQLite cannot read it ({' '.join(str(exc).split())[:120]})") from exc
+            raise Foreign(f"SQLite cannot read it: {' '.join(str(exc).split())[:120]}") from exc
         raise
     except Foreign:
         db.close()
@@ -187,7 +187,7 @@ def open_ledger(path: Path | None) -> Ledger:
             aside = _set_aside(path)
             ledger = Ledger(_connect(path), str(path))
             ledger.notice = (
-                f"The acceptance ledger at {path} could not be used ({exc}): it was moved to {aside.name} "
+                f"The acceptance ledger at {path} could not be used, as {exc}: it was moved to {aside.name} "
                 "and a new ledger started."
             )
             return ledger
