@@ -1,0 +1,87 @@
+"""The drift test and its words: baselines, one odd prompt, a real fall and its likely cause."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from engine.ledger.drift import REPLY_CAP, THRESHOLD, Tally, drift, drift_of_kind
+from engine.ledger.report import history
+from engine.ledger.store import LedgerReply, Setup
+
+BASE = Setup("t.gguf", "d.gguf", "model", "gguf:1:aa", "gguf:2:bb", "llama-cpp-python 0.3.36", "0.1.0", "greedy", "3")
+DAY = 86400.0
+T0 = time.mktime((2026, 12, 1, 12, 0, 0, 0, 0, -1))
+
+
+def replies(setup: Setup, n: int, drafted: int, accepted: int, start: float, kind: str = "code") -> list[LedgerReply]:
+    return [
+        LedgerReply(
+            start + i * 60, setup, "chat", drafted, accepted, (drafted,), (accepted,), {kind: (drafted, accepted)}
+        )
+        for i in range(n)
+    ]
+
+
+def test_the_wilson_interval() -> None:
+    lo, hi = Tally(100, 86).interval()
+    assert (round(lo, 4), round(hi, 4)) == (0.7786, 0.9147)  # Wilson 1927, z = 1.96
+    assert Tally().interval() == (0.0, 1.0)
+
+
+def test_no_baseline_until_enough_drafts() -> None:
+    assert drift(replies(BASE, 9, 100, 86, T0)) == []
+    (kind,) = drift(replies(BASE, 10, 100, 86, T0))
+    assert (kind.kind, kind.baseline, kind.stale, kind.statistic) == ("code", Tally(1000, 860), False, 0.0)
+
+
+def test_one_odd_prompt_never_raises_it() -> None:
+    history_ = replies(BASE, 10, 100, 86, T0) + replies(BASE, 1, 150, 0, T0 + DAY)
+    found = drift_of_kind(history_, "code")
+    assert found is not None and not found.stale
+    assert found.statistic == REPLY_CAP < THRESHOLD
+
+
+def test_a_fall_after_the_target_changed_names_the_target() -> None:
+    changed = replace(BASE, target_fingerprint="gguf:1:cc")
+    when = time.mktime((2026, 12, 3, 9, 0, 0, 0, 0, -1))
+    found = drift_of_kind(replies(BASE, 10, 100, 86, T0) + replies(changed, 3, 100, 60, when), "code")
+    assert found is not None and found.stale and found.changed == "target"
+    assert found.sentence() == (
+        "Acceptance on code fell from 86% (1,000 drafts) to 60% (300 drafts) since the target's file changed on 3 Dec: "
+        "this drafter was measured against the earlier file."
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "changed", "says"),
+    [
+        ("drafter_fingerprint", "gguf:2:dd", "drafter", "since the drafter's file changed on 3 Dec"),
+        ("runtime", "llama-cpp-python 0.3.40", "runtime", "(llama-cpp-python 0.3.36 to llama-cpp-python 0.3.40)"),
+        ("sampling", "temperature 0.7", "sampling", "since the sampling changed (greedy to temperature 0.7)"),
+        ("target", "t.gguf", "prompts", "your prompts changed; the figures by content kind show which."),
+    ],
+)
+def test_the_likely_cause(field: str, value: str, changed: str, says: str) -> None:
+    other = replace(BASE, **{field: value})
+    when = time.mktime((2026, 12, 3, 9, 0, 0, 0, 0, -1))
+    found = drift_of_kind(replies(BASE, 10, 100, 86, T0) + replies(other, 4, 100, 60, when), "code")
+    assert found is not None and found.stale
+    assert found.changed == changed and says in found.cause
+
+
+def test_a_recovered_pair_is_not_stale() -> None:
+    h = replies(BASE, 10, 100, 86, T0) + replies(BASE, 3, 100, 60, T0 + DAY) + replies(BASE, 6, 100, 95, T0 + 2 * DAY)
+    found = drift_of_kind(h, "code")
+    assert found is not None and not found.stale
+
+
+def test_history_marks_each_change_of_fingerprint() -> None:
+    changed = replace(BASE, target_fingerprint="gguf:1:cc")
+    rows = history(replies(BASE, 2, 100, 86, T0) + replies(changed, 1, 100, 60, T0 + 2 * DAY))
+    assert [(r.day, r.replies, r.by_kind["code"], r.changed) for r in rows] == [
+        ("2026-12-01", 2, Tally(200, 172), ()),
+        ("2026-12-03", 1, Tally(100, 60), ("target file changed",)),
+    ]
