@@ -1,0 +1,92 @@
+"""Real replies on the real default pair fill the ledger; the same drafter against a changed
+target (the project's own GGUF with layers swapped, made at test time) raises the warning
+with the cause "the target's file changed". Slow: loads the pair twice."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from changed_target import changed_copy
+
+from engine import Engine, GenerationConfig, Message, RunStats
+from engine.ledger import drift as drift_module
+from engine.ledger import recording
+from engine.ledger.fingerprint import identity
+from engine.ledger.report import PairLedger
+from engine.ledger.store import LedgerReply
+
+CODE_PROMPTS = (
+    "Write a Python function that merges two sorted lists.",
+    "Write a bubble sort in C++.",
+    "Write a JavaScript function that debounces another function.",
+)
+TOKENS = 64
+BASELINE_DRAFTS = 150  # three replies: the test's baseline, not the thousand drafts a user's needs
+
+
+def _replies(engine: Engine) -> list[RunStats]:
+    out = []
+    for text in CODE_PROMPTS:
+        ids = engine.prompt_ids([Message("user", text)])
+        *_, stats = engine.stream(ids, GenerationConfig(max_tokens=TOKENS, depth=3))
+        assert isinstance(stats, RunStats)
+        out.append(stats)
+    return out
+
+
+@pytest.fixture(scope="module")
+def ledger_run(target_path: Path, drafter_path: Path, tmp_path_factory) -> Iterator[tuple]:
+    folder = tmp_path_factory.mktemp("ledger")
+    before = os.environ["DRAFTLIGHT_LEDGER"]
+    os.environ["DRAFTLIGHT_LEDGER"] = str(folder / "ledger.sqlite3")
+    try:
+        engine = Engine.load(target_path, drafter_path)
+        try:
+            original = _replies(engine)
+            kept = recording.ledger().replies()
+        finally:
+            engine.close()
+        changed = changed_copy(target_path, folder / "changed")
+        engine = Engine.load(changed, drafter_path)
+        try:
+            after = _replies(engine)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(drift_module, "BASELINE_DRAFTS", BASELINE_DRAFTS)
+                view = engine.ledger_view()
+        finally:
+            engine.close()
+        yield original, kept, after, view, changed
+    finally:
+        os.environ["DRAFTLIGHT_LEDGER"] = before
+
+
+def test_real_replies_fill_the_ledger(ledger_run, target_path: Path, drafter_path: Path) -> None:
+    original, kept, *_ = ledger_run
+    assert len(kept) == len(CODE_PROMPTS)
+    for stats, reply in zip(original, kept, strict=True):
+        assert isinstance(reply, LedgerReply) and reply.source == "engine"
+        assert (reply.drafted, reply.accepted) == (stats.drafted, stats.accepted)
+        assert reply.drafted_per_position == stats.drafted_per_position
+        assert reply.accepted_per_position == stats.accepted_per_position
+        assert reply.content == {c.kind: (c.drafted, c.accepted) for c in stats.by_content if c.drafted}
+        assert "code" in reply.content
+        assert reply.setup.target_fingerprint == identity(target_path).fingerprint
+        assert reply.setup.drafter_fingerprint == identity(drafter_path).fingerprint
+        assert (reply.setup.sampling, reply.setup.depth, reply.setup.drafter_kind) == ("greedy", "3", "model")
+
+
+def test_a_changed_target_raises_the_warning_naming_the_target(ledger_run, target_path: Path) -> None:
+    _, _, _, view, changed = ledger_run
+    assert identity(changed).fingerprint != identity(target_path).fingerprint
+    assert identity(changed).name == identity(target_path).name  # the same pair by name
+    assert isinstance(view, PairLedger) and view.replies == 2 * len(CODE_PROMPTS)
+    code = next(d for d in view.drift if d.kind == "code")
+    assert code.stale and code.changed == "target"
+    assert code.recent.acceptance < code.baseline.acceptance - 0.10
+    assert view.warnings[0] == code.sentence()
+    assert code.sentence().startswith(f"Acceptance on code fell from {code.baseline.acceptance:.0%}")
+    assert "since the target's file changed on" in code.sentence()
+    assert [row.changed for row in view.history] == [(), ("target file changed",)]
