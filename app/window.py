@@ -192,6 +192,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.worker.reply_stopped.connect(self._reply_stopped)
         self.worker.busy_changed.connect(self._busy_changed)
         self.worker.auto_status.connect(self._auto_status)
+        self.worker.ledger_notice.connect(self.ledger_said)
         self.thread.start()
 
     # ---- conversations ----
@@ -369,6 +370,12 @@ class MainWindow(ToolWindows, QMainWindow):
             return
         self.load(LoadRequest(target, drafter))
 
+    def ledger_said(self, text: str) -> None:
+        """The acceptance ledger's warning after a reply: said once it appears or changes."""
+        if self.pair is not None and text != self.pair.ledger:
+            self.pair = replace(self.pair, ledger=text)
+            self._say("")
+
     def _loaded(self, info: PairInfo) -> None:
         self.pair, self.attaching = info, False
         self.prefs.engine_place = "remote" if info.remote else "local"
@@ -429,7 +436,7 @@ class MainWindow(ToolWindows, QMainWindow):
         if text:
             self.notice.say(text)
             return
-        pair = self.pair.notice if self.pair else ""
+        pair = " ".join(n for n in (self.pair.notice, self.pair.ledger) if n) if self.pair else ""
         if self.store_notice:
             self.notice.say(" ".join(n for n in (self.store_notice, pair) if n))
         else:

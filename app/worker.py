@@ -78,6 +78,7 @@ class PairInfo:
     plain: bool = False  # speculation cannot pay here: no drafter, the fastest plain settings
     remote: RemoteInfo | None = None  # the engine runs on another machine: what answers there
     remote_thermal: Callable[[], ThermalReading] | None = None  # reads the remote box's thermal state
+    ledger: str = ""  # the acceptance ledger's warning for this pair (stale drafter), before the first reply
     runtime: str = ""  # "llama" or "mlx" on this machine; "" for a remote engine
 
 
@@ -122,6 +123,7 @@ class EngineWorker(QObject):
     reply_stopped = Signal()  # a Stop before the reply's first token (while the template rendered or the prompt filled)
     busy_changed = Signal(bool)
     auto_status = Signal(object)  # AutoStatus, after each batch of an Auto reply
+    ledger_notice = Signal(str)  # after a local reply: the acceptance ledger's warning for the pair, or ""
 
     def __init__(self) -> None:
         super().__init__()
@@ -271,6 +273,10 @@ class EngineWorker(QObject):
             old.close()
         return self._info()
 
+    def _ledger_notice(self) -> str:
+        view = self.engine.ledger_view() if self.engine is not None else None
+        return view.notice() if view is not None else ""
+
     def _info(self, notice: str = "") -> PairInfo:
         engine = self.engine
         assert engine is not None
@@ -300,6 +306,7 @@ class EngineWorker(QObject):
             plain_pass_s=engine.plain_pass_s(),
             plain=bool(engine.plain_reason),
             runtime=engine.runtime,
+            ledger=self._ledger_notice(),
         )
 
     def _reply(self, request: ReplyRequest) -> Iterator[list | AutoStatus]:
@@ -311,6 +318,8 @@ class EngineWorker(QObject):
             if self.remote is None:  # kept as a replay: the drafts' text is known only beside the models
                 events = self._recorded(events, request)
             yield from self._batches(events, auto)
+            if self.remote is None:
+                self.ledger_notice.emit(self._ledger_notice())
         except (ConnectionLost, Unreachable) as exc:
             self.connection_lost.emit(str(exc))
 

@@ -73,6 +73,21 @@ class PairLedger:
         said = ", ".join(f"{d.kind} {d.baseline.label()}" for d in self.drift)
         return f"Acceptance holds against its baseline: {said}."
 
+    def notice(self) -> str:
+        """The warning for the app's notice line: its first sentence on the line, the rest behind "why?"."""
+        stale = [d for d in self.drift if d.stale]
+        if not stale:
+            return ""
+        figures = "; ".join(
+            f"{d.kind} {d.baseline.label()} at first, {d.recent.acceptance:.0%} ({d.recent.drafted:,} drafts) lately"
+            for d in stale
+        )
+        return (
+            f"{' '.join(d.sentence() for d in stale)} The acceptance ledger's figures: {figures}. Check the pair "
+            "again in the pairing doctor or choose a drafter made for this target; Tools → Acceptance ledger → "
+            "Clear forgets the old figures."
+        )
+
     def history_lines(self) -> list[str]:
         kinds = [k for k in CONTENT_KINDS if any(k in row.by_kind for row in self.history)]
         out = [f"{'day':10} {'replies':>7}  " + "  ".join(f"{k:>15}" for k in kinds) + "  changed"]
