@@ -15,7 +15,7 @@ from engine.errors import Cancelled, ContextFullError, DraftlightError
 from engine.events import Event, FinishReason, RunStats
 from engine.ledger import recording
 from engine.ledger.fingerprint import FileIdentity
-from engine.ledger.report import PairLedger, for_pair
+from engine.ledger.report import PairLedger, for_pair, recent_acceptance
 from engine.ledger.store import Setup
 from engine.measure.auto import AutoDepth, auto_depth_for
 from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
@@ -126,6 +126,14 @@ class Engine:
             raise DraftlightError("Auto depth needs a drafter; with none, every round is plain.")
         if self._auto is None:
             self._auto = auto_depth_for(self.target, self.drafter, self.target.options, progress)
+            book = recording.ledger()
+            if book is not None:  # what this pair's files accepted lately, not the calibration prompts
+                target, drafter = self._pair_identity()
+                found = recent_acceptance(
+                    book.replies((target.name, drafter.name)), target.fingerprint, drafter.fingerprint
+                )
+                if found:
+                    self._auto.start_from(found)
         return self._auto
 
     @property
@@ -302,10 +310,13 @@ class Engine:
         """What the acceptance ledger keys a reply of this pair by (engine.ledger)."""
         if self.drafter is None:
             raise DraftlightError("A reply with no drafter has no acceptance to keep.")
+        runtime = self.target.options.runtime_version()
+        return recording.setup_for(self._pair_identity(), self.drafter.kind, runtime, stats, temperature)
+
+    def _pair_identity(self) -> tuple[FileIdentity, FileIdentity]:
         if self._identity is None:
             self._identity = recording.pair_identity(self.target.path, self.drafter)
-        runtime = self.target.options.runtime_version()
-        return recording.setup_for(self._identity, self.drafter.kind, runtime, stats, temperature)
+        return self._identity
 
     def _unobserved(self, prompt, policy, config, cancelled, t0: float) -> Iterator[Event]:
         """A plain reply whose decodes a drafter reading the target does not watch: paused only while

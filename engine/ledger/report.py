@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import time
 from dataclasses import dataclass
@@ -155,6 +156,35 @@ def history(replies: list[LedgerReply]) -> list[HistoryRow]:
 def pair_ledger(book: Ledger, target: str, drafter: str) -> PairLedger:
     replies = book.replies((target, drafter))
     return PairLedger(target, drafter, len(replies), tuple(drift(replies)), tuple(history(replies)))
+
+
+RECENT_DRAFTS = 2000  # the most recent drafts Auto starts from
+MIN_RECENT_DRAFTS = 200  # fewer say too little: Auto keeps the profile's calibration
+
+
+def recent_acceptance(replies: list[LedgerReply], target_fingerprint: str, drafter_fingerprint: str) -> list[float]:
+    """Conditional acceptance per position over the latest replies of these very files (newest
+    RECENT_DRAFTS drafts), as Auto's starting point; [] where the ledger holds too few.
+
+    From per-position totals: the rate at i over the rate at i - 1, which is the conditional
+    acceptance where how deep a round drafts does not depend on whether its drafts are kept."""
+    drafted: list[int] = []
+    accepted: list[int] = []
+    for r in reversed(replies):
+        if (r.setup.target_fingerprint, r.setup.drafter_fingerprint) != (target_fingerprint, drafter_fingerprint):
+            continue
+        for i, (d, a) in enumerate(zip(r.drafted_per_position, r.accepted_per_position)):
+            if i == len(drafted):
+                drafted.append(0)
+                accepted.append(0)
+            drafted[i] += d
+            accepted[i] += a
+        if sum(drafted) >= RECENT_DRAFTS:
+            break
+    if sum(drafted) < MIN_RECENT_DRAFTS:
+        return []
+    rates = [a / d for a, d in zip(accepted, drafted) if d]
+    return [rates[0]] + [min(1.0, b / a) if a > 0 else 0.0 for a, b in itertools.pairwise(rates)]
 
 
 CSV_FIELDS = (

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from engine.ledger.drift import REPLY_CAP, THRESHOLD, Tally, drift, drift_of_kind
-from engine.ledger.report import history
+from engine.ledger.report import PairLedger, history, recent_acceptance
 from engine.ledger.store import LedgerReply, Setup
 
 BASE = Setup("t.gguf", "d.gguf", "model", "gguf:1:aa", "gguf:2:bb", "llama-cpp-python 0.3.36", "0.1.0", "greedy", "3")
@@ -85,3 +85,25 @@ def test_history_marks_each_change_of_fingerprint() -> None:
         ("2026-12-01", 2, Tally(200, 172), ()),
         ("2026-12-03", 1, Tally(100, 60), ("target file changed",)),
     ]
+
+
+def test_auto_starts_from_the_ledgers_recent_acceptance_of_the_same_files() -> None:
+    other = replace(BASE, target_fingerprint="gguf:1:cc")
+    mine = [LedgerReply(T0 + i, BASE, "chat", 75, 51, (25, 25, 25), (20, 16, 15), {"code": (75, 51)}) for i in range(3)]
+    theirs = [LedgerReply(T0 + 9, other, "chat", 75, 0, (25, 25, 25), (0, 0, 0), {"code": (75, 0)})]
+    assert recent_acceptance(mine + theirs, "gguf:1:aa", "gguf:2:bb") == pytest.approx([0.8, 0.8, 0.9375])
+    assert recent_acceptance(mine[:2], "gguf:1:aa", "gguf:2:bb") == []  # 150 drafts: too few to go by
+
+
+def test_the_notice_puts_the_warning_first_and_the_figures_behind_why() -> None:
+    changed = replace(BASE, target_fingerprint="gguf:1:cc")
+    when = time.mktime((2026, 12, 3, 9, 0, 0, 0, 0, -1))
+    h = replies(BASE, 10, 100, 86, T0) + replies(changed, 3, 100, 60, when)
+    view = PairLedger("t.gguf", "d.gguf", len(h), tuple(drift(h)), tuple(history(h)))
+    assert view.notice() == (
+        "Acceptance on code fell from 86% (1,000 drafts) to 60% (300 drafts) since the target's file changed on 3 Dec: "
+        "this drafter was measured against the earlier file. The acceptance ledger's figures: code 86% (1,000 drafts, "
+        "84%-88%) at first, 60% (300 drafts) lately. Check the pair again in the pairing doctor or choose a drafter "
+        "made for this target; Tools → Acceptance ledger → Clear forgets the old figures."
+    )
+    assert PairLedger("t.gguf", "d.gguf", 10, tuple(drift(h[:10])), ()).notice() == ""
