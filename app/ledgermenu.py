@@ -6,13 +6,12 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 
-from engine.ledger import recording
-from engine.ledger.report import export_csv, export_json
+from engine import export_csv, export_json, ledger
 
 
 def export_ledger(path: Path, fmt: str) -> str:
     """Write the ledger to `path` as "csv" or "json"; the sentence the window says."""
-    book = recording.ledger()
+    book = ledger()
     if book is None:
         return "The acceptance ledger is turned off (DRAFTLIGHT_LEDGER=off): nothing to export."
     try:
@@ -23,7 +22,7 @@ def export_ledger(path: Path, fmt: str) -> str:
 
 
 def clear_ledger() -> str:
-    book = recording.ledger()
+    book = ledger()
     if book is None:
         return "The acceptance ledger is turned off (DRAFTLIGHT_LEDGER=off): nothing to clear."
     return f"Forgot {book.clear():,} replies from the acceptance ledger: each pair's baseline starts again."
