@@ -374,6 +374,7 @@ class MainWindow(ToolWindows, QMainWindow):
         """The acceptance ledger's warning after a reply: said once it appears or changes."""
         if self.pair is not None and text != self.pair.ledger:
             self.pair = replace(self.pair, ledger=text)
+            self.side.flag_stale(self.pair.drafter, text)
             self._say("")
 
     def _loaded(self, info: PairInfo) -> None:
@@ -383,6 +384,7 @@ class MainWindow(ToolWindows, QMainWindow):
         if info.remote is None:
             self.prefs.target, self.prefs.drafter = info.target, info.drafter
             self.side.show_loaded(info.target, info.drafter)
+            self.side.flag_stale(info.drafter, info.ledger)
         self.side.show_remote(info.remote is not None)
         self.thermal.use(info.remote_thermal)  # the chart follows the box that does the work
         self.status.show_place(place_text(info.remote, info.runtime))

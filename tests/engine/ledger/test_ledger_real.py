@@ -23,8 +23,8 @@ CODE_PROMPTS = (
     "Write a bubble sort in C++.",
     "Write a JavaScript function that debounces another function.",
 )
-TOKENS = 64
-BASELINE_DRAFTS = 150  # three replies: the test's baseline, not the thousand drafts a user's needs
+TOKENS = 48
+BASELINE_DRAFTS = 100  # three replies: the test's baseline, not the thousand drafts a user's needs
 
 
 def _replies(engine: Engine) -> list[RunStats]:
