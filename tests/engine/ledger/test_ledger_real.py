@@ -23,13 +23,14 @@ CODE_PROMPTS = (
     "Write a bubble sort in C++.",
     "Write a JavaScript function that debounces another function.",
 )
+AFTER = (*CODE_PROMPTS, "Write a Rust function that reverses a string.")  # enough replies past the per-reply cap
 TOKENS = 48
 BASELINE_DRAFTS = 100  # three replies: the test's baseline, not the thousand drafts a user's needs
 
 
-def _replies(engine: Engine) -> list[RunStats]:
+def _replies(engine: Engine, prompts: tuple[str, ...]) -> list[RunStats]:
     out = []
-    for text in CODE_PROMPTS:
+    for text in prompts:
         ids = engine.prompt_ids([Message("user", text)])
         *_, stats = engine.stream(ids, GenerationConfig(max_tokens=TOKENS, depth=3))
         assert isinstance(stats, RunStats)
@@ -45,14 +46,14 @@ def ledger_run(target_path: Path, drafter_path: Path, tmp_path_factory) -> Itera
     try:
         engine = Engine.load(target_path, drafter_path)
         try:
-            original = _replies(engine)
+            original = _replies(engine, CODE_PROMPTS)
             kept = recording.ledger().replies()
         finally:
             engine.close()
         changed = changed_copy(target_path, folder / "changed")
         engine = Engine.load(changed, drafter_path)
         try:
-            after = _replies(engine)
+            after = _replies(engine, AFTER)
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(drift_module, "BASELINE_DRAFTS", BASELINE_DRAFTS)
                 view = engine.ledger_view()
@@ -82,7 +83,7 @@ def test_a_changed_target_raises_the_warning_naming_the_target(ledger_run, targe
     _, _, _, view, changed = ledger_run
     assert identity(changed).fingerprint != identity(target_path).fingerprint
     assert identity(changed).name == identity(target_path).name  # the same pair by name
-    assert isinstance(view, PairLedger) and view.replies == 2 * len(CODE_PROMPTS)
+    assert isinstance(view, PairLedger) and view.replies == len(CODE_PROMPTS) + len(AFTER)
     code = next(d for d in view.drift if d.kind == "code")
     assert code.stale and code.changed == "target"
     assert code.recent.acceptance < code.baseline.acceptance - 0.10
