@@ -24,7 +24,7 @@ THRESHOLD = 6.0
 MIN_REPLY_CORRELATION = 0.005
 MAX_REPLY_CORRELATION = 0.2
 REPLY_CAP = 2.5  # at least three replies in a row must lean towards the fall
-FALSE_ALARM_RATE = 0.03  # of stable histories of 3,000 drafts whose prompts vary acceptance by 3 points (measured)
+FALSE_ALARM_RATE = 0.04  # of stable histories of 3,000 drafts whose prompts vary acceptance by 3 points (measured)
 
 
 @dataclass(frozen=True, slots=True)
