@@ -5,7 +5,10 @@ Then the pairing panel's history (docs/ledger-history.png).
 
     DRAFTLIGHT_LEDGER=/tmp/ledger.sqlite3 python benchmarks/ledger_changed_target.py /tmp/changed
     DRAFTLIGHT_LEDGER=/tmp/ledger.sqlite3 xvfb-run -a -s "-screen 0 1440x900x24" \\
-        .venv/bin/python docs/ledger_screenshot.py /tmp/changed/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+        .venv/bin/python docs/ledger_screenshot.py /tmp/changed/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf [--baseline N]
+
+`--baseline N` shortens the baseline to N drafts (engine.ledger.drift.BASELINE_DRAFTS, 1,000) for a
+ledger filled by a few replies, as tests/engine/ledger/test_ledger_real.py's is.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ def main() -> int:
     from app.window import MainWindow
 
     changed = sys.argv[1]
+    if "--baseline" in sys.argv:
+        from engine.ledger import drift
+
+        drift.BASELINE_DRAFTS = int(sys.argv[sys.argv.index("--baseline") + 1])
     app = make_app()
     tmp = Path(tempfile.mkdtemp(prefix="draftlight-ledger-shot-"))
     prefs = settings.Preferences(depth=3, max_tokens=200, target=changed, drafter="default")
