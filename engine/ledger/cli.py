@@ -33,7 +33,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         print(f"Acceptance ledger: {book.where}")
         for target, drafter in pairs:
             view = pair_ledger(book, target, drafter)
-            print(f"\n{target} + {drafter}: {view.replies:,} replies")
+            print(f"\n{target} + {drafter}: {view.replies:,} repl{'y' if view.replies == 1 else 'ies'}")
             print("\n".join(view.lines(with_history=True)))
         return 0
     if args.action == "export":
@@ -46,7 +46,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         return 0
     if not args.yes:
         raise DraftlightError("`draftlight ledger clear` forgets every pair's acceptance: add --yes to do it.")
-    print(f"Forgot {book.clear():,} replies from the acceptance ledger ({book.where}).")
+    n = book.clear()
+    print(f"Forgot {n:,} repl{'y' if n == 1 else 'ies'} from the acceptance ledger ({book.where}).")
     return 0
 
 

@@ -68,7 +68,7 @@ class PairLedger:
             return "No replies of this pair are in the acceptance ledger yet."
         if not self.drift:
             return (
-                f"{self.replies:,} replies of this pair are in the ledger; a baseline needs more drafts of one kind "
+                f"{_replies(self.replies)} of this pair in the ledger; a baseline needs more drafts of one kind "
                 "of content before acceptance can be watched."
             )
         said = ", ".join(f"{d.kind} {d.baseline.label()}" for d in self.drift)
@@ -126,6 +126,10 @@ class PairLedger:
             "drift": [d.to_json() for d in self.drift],
             "history": [row.to_json() for row in self.history],
         }
+
+
+def _replies(n: int) -> str:
+    return f"{n:,} reply" if n == 1 else f"{n:,} replies"
 
 
 def _changes(old: Setup, new: Setup) -> tuple[str, ...]:
