@@ -20,9 +20,10 @@ from engine.ledger.store import LedgerReply, Setup
 BASELINE_DRAFTS = 1000  # drafts of one kind, in whole replies, before the test starts
 FALL = 0.10  # the fall the test is tuned to find
 THRESHOLD = 6.0
-# Drafts of one reply move together; the baseline's replies say how much, within these bounds.
+# Drafts of one reply move together; the baseline's replies say how much, within these bounds (a
+# dozen replies estimate it roughly: past 0.05 one reply would count for almost nothing).
 MIN_REPLY_CORRELATION = 0.005
-MAX_REPLY_CORRELATION = 0.2
+MAX_REPLY_CORRELATION = 0.05
 REPLY_CAP = 2.5  # at least three replies in a row must lean towards the fall
 FALSE_ALARM_RATE = 0.04  # of stable histories of 3,000 drafts whose prompts vary acceptance by 3 points (measured)
 
