@@ -25,6 +25,7 @@ THRESHOLD = 6.0
 MIN_REPLY_CORRELATION = 0.005
 MAX_REPLY_CORRELATION = 0.05
 REPLY_CAP = 2.5  # at least three replies in a row must lean towards the fall
+EVERY_KIND = "every kind of content"  # the replies whole, whatever kinds they hold
 FALSE_ALARM_RATE = 0.04  # of stable histories of 3,000 drafts whose prompts vary acceptance by 3 points (measured)
 
 
@@ -127,7 +128,8 @@ def cusum_step(statistic: float, drafted: int, accepted: int, p0: float, rho: fl
 
 def drift_of_kind(replies: list[LedgerReply], kind: str) -> KindDrift | None:
     """The test over one kind's replies (oldest first); None until the baseline is complete."""
-    mine = [(r, Tally(*r.content[kind])) for r in replies if r.content.get(kind, (0, 0))[0] > 0]
+    counts = [(r, (r.drafted, r.accepted) if kind == EVERY_KIND else r.content.get(kind, (0, 0))) for r in replies]
+    mine = [(r, Tally(*c)) for r, c in counts if c[0] > 0]
     i = 0
     while i < len(mine) and sum(t.drafted for _, t in mine[:i]) < BASELINE_DRAFTS:
         i += 1
@@ -149,8 +151,9 @@ def drift_of_kind(replies: list[LedgerReply], kind: str) -> KindDrift | None:
 
 
 def drift(replies: list[LedgerReply]) -> list[KindDrift]:
-    """Every content kind of a pair with a complete baseline, in CONTENT_KINDS order."""
-    return [d for kind in CONTENT_KINDS if (d := drift_of_kind(replies, kind)) is not None]
+    """Every content kind of a pair with a complete baseline, in CONTENT_KINDS order, then the replies
+    whole: a target changed enough writes another kind of text, and no one kind shows the fall."""
+    return [d for kind in (*CONTENT_KINDS, EVERY_KIND) if (d := drift_of_kind(replies, kind)) is not None]
 
 
 def _day(at: float) -> str:

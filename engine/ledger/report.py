@@ -14,7 +14,7 @@ from pathlib import Path
 
 from engine.events import CONTENT_KINDS
 from engine.ledger import recording
-from engine.ledger.drift import KindDrift, Tally, drift
+from engine.ledger.drift import EVERY_KIND, KindDrift, Tally, drift
 from engine.ledger.store import Ledger, LedgerReply, Setup
 
 # What a change of setup is called in the history: field, words.
@@ -56,9 +56,14 @@ class PairLedger:
     drift: tuple[KindDrift, ...]
     history: tuple[HistoryRow, ...]
 
+    def stale(self) -> list[KindDrift]:
+        """The kinds that fell; the replies whole only where no one kind shows the fall."""
+        stale = [d for d in self.drift if d.stale]
+        return [d for d in stale if d.kind != EVERY_KIND] or stale
+
     @property
     def warnings(self) -> list[str]:
-        return [d.sentence() for d in self.drift if d.stale]
+        return [d.sentence() for d in self.stale()]
 
     def status(self) -> str:
         """One sentence: the warning, the baselines, or how far from a baseline the pair is."""
@@ -76,7 +81,7 @@ class PairLedger:
 
     def notice(self) -> str:
         """The warning for the app's notice line: its first sentence on the line, the rest behind "why?"."""
-        stale = [d for d in self.drift if d.stale]
+        stale = self.stale()
         if not stale:
             return ""
         figures = "; ".join(

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.ledger.drift import REPLY_CAP, THRESHOLD, Tally, drift, drift_of_kind
+from engine.ledger.drift import EVERY_KIND, REPLY_CAP, THRESHOLD, Tally, drift, drift_of_kind
 from engine.ledger.report import PairLedger, history, recent_acceptance
 from engine.ledger.store import LedgerReply, Setup
 
@@ -33,8 +33,17 @@ def test_the_wilson_interval() -> None:
 
 def test_no_baseline_until_enough_drafts() -> None:
     assert drift(replies(BASE, 9, 100, 86, T0)) == []
-    (kind,) = drift(replies(BASE, 10, 100, 86, T0))
-    assert (kind.kind, kind.baseline, kind.stale, kind.statistic) == ("code", Tally(1000, 860), False, 0.0)
+    found = drift(replies(BASE, 10, 100, 86, T0))
+    assert [(d.kind, d.baseline, d.stale, d.statistic) for d in found] == [
+        ("code", Tally(1000, 860), False, 0.0),
+        (EVERY_KIND, Tally(1000, 860), False, 0.0),
+    ]
+
+
+def test_a_target_that_writes_another_kind_of_text_is_caught_on_the_replies_whole() -> None:
+    changed = replace(BASE, target_fingerprint="gguf:1:cc")
+    h = replies(BASE, 10, 100, 86, T0) + replies(changed, 3, 100, 40, T0 + DAY, kind="prose")
+    assert [(d.kind, d.stale, d.changed) for d in drift(h)] == [("code", False, ""), (EVERY_KIND, True, "target")]
 
 
 def test_one_odd_prompt_never_raises_it() -> None:
