@@ -52,6 +52,13 @@ MODEL_FIXTURES = frozenset(
 )
 
 
+@pytest.fixture(autouse=True)
+def own_ledger(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's replies fill an acceptance ledger of its own: Auto reads a pair's recent acceptance
+    from it, so one test's replies must not steer another's depth."""
+    monkeypatch.setenv("DRAFTLIGHT_LEDGER", str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite3"))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
