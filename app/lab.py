@@ -86,7 +86,7 @@ def lab_runs(engine_worker: EngineWorker, request: LabRequest, cancelled: Callab
             yield ProgressReport(done, total, f"prompt {i + 1} of {n}, depth {depth}")
             config = GenerationConfig(max_tokens=request.max_tokens, depth=depth, ignore_eog=True, probabilities=False)
             rounds, stats = [], None
-            for event in engine.stream(ids, config, cancelled):
+            for event in engine.stream(ids, config, cancelled, source="lab"):
                 if isinstance(event, RoundEvent) and not event.from_prefill:
                     rounds.append((event.drafted, event.accepted))
                 elif isinstance(event, RunStats):

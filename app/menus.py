@@ -16,6 +16,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox
 
 from app import exports
+from app.ledgermenu import add_ledger_menu
 
 Key = QKeySequence.StandardKey
 MIN_TEXT_SIZE, MAX_TEXT_SIZE = 8.0, 32.0  # points
@@ -101,6 +102,8 @@ class Menus:
         act(tools, "Teaching mode…", [], window.open_teaching)
         act(tools, "Prompt lab…", [], window.open_prompt_lab)
         act(tools, "Speedup calculator…", [], window.open_calculator)
+        tools.addSeparator()
+        self.ledger = add_ledger_menu(tools, window)
 
         self.minimize = act(self.window_menu, "Minimize", [QKeySequence("Ctrl+M")], self.minimize_window)
         self.minimize.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)

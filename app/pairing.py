@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs import Job, ProgressReport, end_thread, own_thread
-from engine import PairReport, pair_report, probe_pair, runtime_name
+from engine import CONTENT_KINDS, PairLedger, PairReport, for_pair, pair_report, probe_pair, runtime_name
 
 OK, NOT_OK = "#2a7a2a", "#b22222"
 PROBE_SECONDS = 20.0
@@ -75,6 +75,28 @@ def probe(
     )
 
 
+def ledger_html(view: PairLedger | None) -> str:
+    """The pair's ledger status (a stale drafter in red) and its history by content kind, each change marked."""
+    if view is None:
+        return "The acceptance ledger is turned off (DRAFTLIGHT_LEDGER=off)."
+    color = NOT_OK if view.warnings else OK
+    out = f"<span style='color:{color}'>{html.escape(view.status())}</span>"
+    kinds = [k for k in CONTENT_KINDS if any(k in row.by_kind for row in view.history)]
+    if not view.history:
+        return out
+    head = "".join(f"<th align='right'>{k}</th>" for k in ("day", "replies", *kinds)) + "<th align='left'>changed</th>"
+    rows = []
+    for row in view.history[-12:]:  # the latest days; `draftlight pair --history` prints them all
+        cells = [row.day, str(row.replies)]
+        for k in kinds:
+            t = row.by_kind.get(k)
+            cells.append(f"{t.acceptance:.0%} ({t.drafted:,})" if t else "-")
+        mark = f"<span style='color:{NOT_OK}'>{html.escape(', '.join(row.changed))}</span>" if row.changed else ""
+        rows.append("".join(f"<td align='right'>{html.escape(c)}</td>" for c in cells) + f"<td>{mark}</td>")
+    body = "".join(f"<tr>{r}</tr>" for r in rows)
+    return f"{out}<table cellspacing='6'><tr>{head}</tr>{body}</table>"
+
+
 class PairingPanel(QWidget):
     """A tool window for one pair: the report, and the probe on demand."""
 
@@ -104,6 +126,7 @@ class PairingPanel(QWidget):
         self.memory = self._label("memory")
         self.prediction = self._label("prediction")
         self.suggestion = self._label("suggestion")
+        self.ledger = self._label("ledger")
 
         n = len(self.prompts)
         source = {0: "the built-in prompts (no chats yet)", 1: "your most recent prompt"}.get(
@@ -150,6 +173,7 @@ class PairingPanel(QWidget):
         layout.addWidget(probe, 1)
         layout.addWidget(self._group("Predicted speed on this machine", self.prediction))
         layout.addWidget(self._group("A better pair", self.suggestion))
+        layout.addWidget(self._group("Acceptance over time (the acceptance ledger)", self.ledger))
 
         # The probe ends itself on a cancel, with a report saying how far it got.
         self.job = Job("The pairing check failed", stops_itself=True)
@@ -266,6 +290,9 @@ class PairingPanel(QWidget):
         self.memory.setText(html.escape(report.memory.sentence()))
         self.prediction.setText(html.escape(" ".join(x for x in (report.prediction.sentence, report.runtimes) if x)))
         self.suggestion.setText(html.escape(report.suggestion or "None: no catalog pair is better for this target."))
+        self.ledger.setText(
+            ledger_html(for_pair(report.target.path, report.drafter and report.drafter.path, report.drafter_kind))
+        )
         probe = report.probe
         if probe is not None:
             self.table.setRowCount(len(probe.prompts))

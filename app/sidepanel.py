@@ -40,6 +40,9 @@ FOLDER = "__folder__"
 DEPTHS = [("Off", 0), *((str(k), k) for k in range(1, MAX_DEPTH + 1)), ("Auto (tuned to this machine)", AUTO)]
 
 
+STALE_MARK = " (stale: acceptance fell)"  # a drafter the acceptance ledger says no longer fits this target
+
+
 class SidePanel(QWidget):
     models_requested = Signal(str, str)  # target spec, drafter spec
     check_pair_requested = Signal(str, str)  # the pairing doctor, for the picked target and drafter
@@ -236,6 +239,15 @@ class SidePanel(QWidget):
                 combo.insertItem(combo.count() - 2, Path(spec).name, spec)  # before the two "choose" entries
                 i = combo.findData(spec)
             combo.setCurrentIndex(max(i, 0))
+
+    def flag_stale(self, drafter: str, warning: str) -> None:
+        """Mark the loaded drafter in its picker where the acceptance ledger says it went stale for this target."""
+        i = self.drafter.findData(drafter)
+        if i < 0:
+            return
+        text = self.drafter.itemText(i).removesuffix(STALE_MARK)
+        self.drafter.setItemText(i, text + STALE_MARK if warning else text)
+        self.drafter.setItemData(i, warning or None, Qt.ItemDataRole.ToolTipRole)
 
     def show_verdict(self, text: str, ok: bool) -> None:
         color = "#2a7a2a" if ok else "#b22222"

@@ -217,6 +217,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.worker.prompt_fitted.connect(self._prompt_fitted)
         self.worker.busy_changed.connect(self._busy_changed)
         self.worker.auto_status.connect(self._auto_status)
+        self.worker.ledger_notice.connect(self.ledger_said)
         self.thread.start()
 
     # ---- conversations ----
@@ -419,6 +420,13 @@ class MainWindow(ToolWindows, QMainWindow):
             return
         self.load(LoadRequest(target, drafter))
 
+    def ledger_said(self, text: str) -> None:
+        """The acceptance ledger's warning after a reply: said once it appears or changes."""
+        if self.pair is not None and text != self.pair.ledger:
+            self.pair = replace(self.pair, ledger=text)
+            self.side.flag_stale(self.pair.drafter, text)
+            self._say("")
+
     def _loaded(self, info: PairInfo) -> None:
         self.pair, self.attaching = info, False
         self.prefs.engine_place = "remote" if info.remote else "local"
@@ -426,6 +434,7 @@ class MainWindow(ToolWindows, QMainWindow):
         if info.remote is None:
             self.prefs.target, self.prefs.drafter = info.target, info.drafter
             self.side.show_loaded(info.target, info.drafter)
+            self.side.flag_stale(info.drafter, info.ledger)
         self.side.show_remote(info.remote is not None)
         self.thermal.use(info.remote_thermal)  # the chart follows the box that does the work
         self.status.show_place(place_text(info.remote, info.runtime))
@@ -486,7 +495,7 @@ class MainWindow(ToolWindows, QMainWindow):
         if text:
             self.notice.say(text)
             return
-        pair = self.pair.notice if self.pair else ""
+        pair = " ".join(n for n in (self.pair.notice, self.pair.ledger) if n) if self.pair else ""
         if self.store_notice:
             self.notice.say(" ".join(n for n in (self.store_notice, pair) if n))
         else:

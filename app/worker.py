@@ -82,6 +82,7 @@ class PairInfo:
     plain: bool = False  # speculation cannot pay here: no drafter, the fastest plain settings
     remote: RemoteInfo | None = None  # the engine runs on another machine: what answers there
     remote_thermal: Callable[[], ThermalReading] | None = None  # reads the remote box's thermal state
+    ledger: str = ""  # the acceptance ledger's warning for this pair (stale drafter), before the first reply
     runtime: str = ""  # "llama" or "mlx" on this machine; "" for a remote engine
     n_ctx: int = 0  # the context made, in tokens; 0 for a remote engine
     n_ctx_train: int = 0  # the target's trained length
@@ -131,6 +132,7 @@ class EngineWorker(QObject):
     reply_stopped = Signal()  # a Stop before the reply's first token (while the template rendered or the prompt filled)
     busy_changed = Signal(bool)
     auto_status = Signal(object)  # AutoStatus, after each batch of an Auto reply
+    ledger_notice = Signal(str)  # after a local reply: the acceptance ledger's warning for the pair, or ""
 
     def __init__(self) -> None:
         super().__init__()
@@ -239,6 +241,7 @@ class EngineWorker(QObject):
             target = load_target(path, runtime, request.options, self.loading.progress)
             old = self.engine
             engine = Engine(target, None, request.options)
+            engine.ledger_source = "app"
             try:
                 drafter, verdict = load_drafter(
                     target,
@@ -279,6 +282,10 @@ class EngineWorker(QObject):
             old.close()
         return self._info()
 
+    def _ledger_notice(self) -> str:
+        view = self.engine.ledger_view() if self.engine is not None else None
+        return view.notice() if view is not None else ""
+
     def _info(self, notice: str = "") -> PairInfo:
         engine = self.engine
         assert engine is not None
@@ -311,6 +318,7 @@ class EngineWorker(QObject):
             n_ctx=engine.ctx.n_ctx,
             n_ctx_train=engine.target.n_ctx_train,
             runtime=engine.runtime,
+            ledger=self._ledger_notice(),
         )
 
     def _reply(self, request: ReplyRequest) -> Iterator[list | AutoStatus]:
@@ -327,6 +335,8 @@ class EngineWorker(QObject):
             if self.remote is None:  # kept as a replay: the drafts' text is known only beside the models
                 events = self._recorded(events, request)
             yield from self._batches(events, auto)
+            if self.remote is None:
+                self.ledger_notice.emit(self._ledger_notice())
         except (ConnectionLost, Unreachable) as exc:
             self.connection_lost.emit(str(exc))
 

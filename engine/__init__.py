@@ -21,6 +21,7 @@ The layers beneath, each a sub-package or module with one purpose:
   session     the engine a program holds: a pair, its depth policy, conversations
   replay, stepping, ruler/, cli   teaching replays, round-by-round stepping, the ruler, the CLI
   pairprobe, pairdoctor   the pairing doctor: every rule, memory, an acceptance probe, a prediction
+  ledger/     the acceptance ledger: every reply's acceptance kept, baselines, drift warnings
   serve/, remote/   the engine over HTTP, and remote engines (ours, llama-server, vLLM) as event streams
 """
 
@@ -87,11 +88,15 @@ from engine.session import ChatSession, Engine
 from engine.stepping import RoundStep, Stepper
 from engine.remote import ConnectionLost, Endpoint, Remote, RemoteError, RemoteInfo, Unreachable
 from engine.remote import attach as attach_remote
+from engine.events import CONTENT_KINDS
+from engine.ledger.recording import ledger
+from engine.ledger.report import PairLedger, export_csv, export_json, for_pair
 
 __all__ = [
     "AUTO",
     "AUTO_RUNTIME",
     "AUTO_SPEC",
+    "CONTENT_KINDS",
     "DRAFTER_KINDS",
     "LLAMA",
     "MAX_DEPTH",
@@ -127,6 +132,7 @@ __all__ = [
     "Model",
     "ModelFileError",
     "ModelNotAvailable",
+    "PairLedger",
     "PairReport",
     "PositionTally",
     "Progress",
@@ -155,7 +161,11 @@ __all__ = [
     "command_line",
     "conditional_acceptance",
     "fit_conversation",
+    "export_csv",
+    "export_json",
+    "for_pair",
     "gauge",
+    "ledger",
     "load_drafter",
     "load_prompts_file",
     "load_replay",

@@ -79,6 +79,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     engine = Engine.load(
         args.target, args.drafter, _runtime_options(args), progress, go_plain=args.depth == AUTO, runtime=args.runtime
     )
+    engine.ledger_source = "chat"
     if args.drafter == "auto" and engine.verdict is not None and not args.json:
         print(engine.verdict.explain(), file=sys.stderr)  # what auto found, and why it fits
     policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box
@@ -126,6 +127,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
                         line["profile_notice"] = engine.profile_notice
                     line["rejections"] = rejection_anatomy(tokens, rounds, plain_pass_s).to_json()
                     line["drafter_kind"] = engine.drafter.kind if engine.drafter is not None else kinds.NONE.name
+                    view = engine.ledger_view()
+                    line["ledger"] = view and {"status": view.status(), "warnings": view.warnings}
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
         elif isinstance(event, TokenEvent):
             text = terminal_safe(event.text) if terminal else event.text
@@ -146,6 +149,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
             print(f"[{found.verdict()}]", file=sys.stderr)
         if engine.profile_notice:
             print(engine.profile_notice, file=sys.stderr)
+        view = engine.ledger_view()
+        for warning in view.warnings if view else ():
+            print(f"[ledger: {warning}]", file=sys.stderr)
     return 0
 
 
@@ -251,6 +257,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_pair(args: argparse.Namespace) -> int:
     """The pairing doctor's report; exit 1 where the drafter cannot draft for the target."""
+    from engine.ledger.report import for_pair
     from engine.pairdoctor import pair_report
     from engine.pairprobe import LOAD_FAILED
     from engine.ruler.prompts import load_file
@@ -270,12 +277,14 @@ def cmd_pair(args: argparse.Namespace) -> int:
         say,
         runtime=args.runtime,
     )
+    ledger = for_pair(report.target.path, report.drafter and report.drafter.path, report.drafter_kind)
     if args.json:
-        print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))
+        print(json.dumps(dict(report.to_json(), ledger=ledger and ledger.to_json()), ensure_ascii=False, indent=1))
     else:
         encoding = sys.stdout.encoding or "ascii"
         marks = ("✓", "✗") if "✓✗".encode(encoding, errors="ignore") else ("+", "x")
-        text = "\n".join(report.lines(marks)) + "\n"
+        lines = report.lines(marks) + (ledger.lines(with_history=args.history) if ledger else [])
+        text = "\n".join(lines) + "\n"
         sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))  # a token's text may not encode
     if report.probe is not None and report.probe.note.startswith(LOAD_FAILED):
         print(f"draftlight: {report.probe.note}", file=sys.stderr)  # the pair passed its headers and cannot load
@@ -414,6 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pair.add_argument("--max-tokens", type=_within(int, 1000), default=64, help="tokens per probe reply (default 64)")
     pair.add_argument("--json", action="store_true", help="the report as one JSON object")
+    pair.add_argument(
+        "--history", action="store_true", help="the pair's acceptance by content kind over time, from the ledger"
+    )
     _add_runtime_args(pair)
     pair.set_defaults(func=cmd_pair)
 
@@ -442,9 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runtime_args(serve)
     serve.set_defaults(func=cmd_serve)
 
+    from engine.ledger.cli import add_cli as add_ledger
     from engine.ruler.cli import add_cli as add_ruler
 
     add_ruler(sub)
+    add_ledger(sub)
     return parser
 
 

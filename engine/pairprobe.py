@@ -107,6 +107,7 @@ def run_probe(
         engine = Engine.load(target, drafter, options, runtime=runtime)
     except DraftlightError as exc:
         return replace(empty, note=f"{LOAD_FAILED}: {exc}")
+    engine.ledger_source = "pair"
     deadline = start + seconds
     done: list[PromptProbe] = []
     rounds: list[tuple[int, int]] = []

@@ -13,6 +13,10 @@ from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, FixedDepth
 from engine.drafting import Drafter, kinds
 from engine.errors import Cancelled, ContextFullError, DraftlightError
 from engine.events import Event, FinishReason, RunStats
+from engine.ledger import recording
+from engine.ledger.fingerprint import FileIdentity
+from engine.ledger.report import PairLedger, for_pair, recent_acceptance
+from engine.ledger.store import Setup
 from engine.measure.auto import AutoDepth, auto_depth_for
 from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
 from engine.measure.probe import ProbeResult, batch_invariance
@@ -53,6 +57,9 @@ class Engine:
         self.go_plain = False
         self.plain_reason = ""  # why this engine runs plain, once it does
         self.profile_notice = ""  # why the box profile was refused or found wrong, once it was
+        # Who is replying, as the acceptance ledger names it: chat, app, serve, lab, pair, bench.
+        self.ledger_source = "engine"
+        self._identity: tuple[FileIdentity, FileIdentity] | None = None  # both files', for the ledger
 
     @classmethod
     def load(
@@ -97,13 +104,13 @@ class Engine:
     def set_drafter(self, drafter: Drafter | None, verdict: Verdict | None = None) -> None:
         old = self.drafter
         self.drafter, self.verdict = drafter, verdict
-        self._auto = None
+        self._auto, self._identity = None, None
         if old is not None and old is not drafter:
             old.close()
 
     def swap_drafter(self, drafter: Drafter | None) -> None:
         """Use another drafter the caller keeps (and closes): the ruler's arms share one engine."""
-        self.drafter, self._auto = drafter, None
+        self.drafter, self._auto, self._identity = drafter, None, None
 
     @property
     def runtime(self) -> str:
@@ -121,6 +128,14 @@ class Engine:
             raise DraftlightError("Auto depth needs a drafter; with none, every round is plain.")
         if self._auto is None:
             self._auto = auto_depth_for(self.target, self.drafter, self.target.options, progress)
+            book = recording.ledger()
+            if book is not None:  # what this pair's files accepted lately, not the calibration prompts
+                target, drafter = self._pair_identity()
+                found = recent_acceptance(
+                    book.replies((target.name, drafter.name)), target.fingerprint, drafter.fingerprint
+                )
+                if found:
+                    self._auto.start_from(found)
         return self._auto
 
     @property
@@ -254,8 +269,10 @@ class Engine:
         config: GenerationConfig,
         cancelled: Callable[[], bool] = lambda: False,
         progress: ProfileProgress | None = None,
+        source: str | None = None,
     ) -> Iterator[Event]:
-        """Generate after `prompt` (token ids), reusing whatever prefix the caches hold."""
+        """Generate after `prompt` (token ids), reusing whatever prefix the caches hold. The finished
+        reply's acceptance goes to the ledger under `source` (default: `ledger_source`)."""
         if len(prompt) >= self.ctx.n_ctx:
             raise ContextFullError(
                 f"The conversation is {len(prompt):,} tokens and the context holds {self.ctx.n_ctx:,}: "
@@ -291,6 +308,9 @@ class Engine:
         for event in generate(self.ctx, drafter, policy, list(prompt), config, cancelled, prefill):
             if isinstance(event, RunStats):
                 self.check_profile(event, policy)
+                if drafter is not None:
+                    setup = self.ledger_setup(event, config.sampling.temperature)
+                    recording.record(setup, event, source or self.ledger_source)
             yield event
 
     def check_profile(self, stats: RunStats, policy: DepthPolicy) -> None:
@@ -310,6 +330,24 @@ class Engine:
             self.profile_notice = f"Auto: {said}."
             mark_stale(profile)
             self._auto = None
+
+    def ledger_view(self) -> PairLedger | None:
+        """This pair in the acceptance ledger: baselines, the drift warning, history; None with no drafter."""
+        if self.drafter is None:
+            return None
+        return for_pair(self.target.path, recording.drafter_file(self.drafter), self.drafter.kind)
+
+    def ledger_setup(self, stats: RunStats, temperature: float) -> Setup:
+        """What the acceptance ledger keys a reply of this pair by (engine.ledger)."""
+        if self.drafter is None:
+            raise DraftlightError("A reply with no drafter has no acceptance to keep.")
+        runtime = self.target.options.runtime_version()
+        return recording.setup_for(self._pair_identity(), self.drafter.kind, runtime, stats, temperature)
+
+    def _pair_identity(self) -> tuple[FileIdentity, FileIdentity]:
+        if self._identity is None:
+            self._identity = recording.pair_identity(self.target.path, self.drafter)
+        return self._identity
 
     def _unobserved(self, prompt, policy, config, cancelled, t0: float) -> Iterator[Event]:
         """A plain reply whose decodes a drafter reading the target does not watch: paused only while

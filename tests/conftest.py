@@ -27,6 +27,8 @@ from engine.errors import ModelNotAvailable
 from engine.models import catalog
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Replies made by tests fill an acceptance ledger of their own, never the user's.
+os.environ["DRAFTLIGHT_LEDGER"] = str(Path(tempfile.mkdtemp(prefix="draftlight-ledger-")) / "ledger.sqlite3")
 
 # The user's cache folders a test may read and add to: models, their MLX conversions, the oracle.
 SHARED_CACHE = ("models", "mlx", "llama.cpp")
@@ -158,6 +160,13 @@ MODEL_FIXTURES = frozenset(
         "mlx_default_pair",
     }
 )
+
+
+@pytest.fixture(autouse=True)
+def own_ledger(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's replies fill an acceptance ledger of its own: Auto reads a pair's recent acceptance
+    from it, so one test's replies must not steer another's depth."""
+    monkeypatch.setenv("DRAFTLIGHT_LEDGER", str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite3"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

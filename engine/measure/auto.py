@@ -63,6 +63,12 @@ class AutoDepth:
         """Conditional acceptance per position: live where seen, the calibration elsewhere."""
         return conditional_acceptance(self.rounds, self.max_depth, self.profile.acceptance_prior or [0.0], pull=2.0)
 
+    def start_from(self, prior: list[float]) -> None:
+        """Start from acceptance already measured for this pair (the acceptance ledger's recent
+        replies) instead of the profile's calibration prompts."""
+        self.profile = replace(self.profile, acceptance_prior=list(prior))
+        self.depth, self._rates = best_depth(self.profile, self.acceptance(), self.drafter_step_s, self.max_depth)
+
     def choose(self) -> int:
         return 0 if self.held_plain else self.depth
 

@@ -98,6 +98,7 @@ class OurArms:
         """The drafter's kind is read from its folder by the engine's own load (engine.pairloading)."""
         self.engine = Engine.load(target, drafter, options, runtime=runtime)
         self.drafter = self.engine.drafter
+        self.engine.ledger_source = "bench"
 
     def run(self, arm: Arm, prompt: BenchPrompt, ids: list[int], n_tokens: int) -> RunRecord:
         engine = self.engine

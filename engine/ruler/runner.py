@@ -203,7 +203,7 @@ class OursRunner:
         engine.forget()  # every run prefills the whole prompt, as llama.cpp's does
         config = GenerationConfig(max_tokens=n_tokens, depth=0 if plain else arm.depth, ignore_eog=True)
         stats, depths = None, []
-        for event in engine.stream(ids, config):
+        for event in engine.stream(ids, config, source="bench"):
             if isinstance(event, RoundEvent) and not event.from_prefill:
                 depths.append(event.drafted)
             stats = event

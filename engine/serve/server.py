@@ -41,6 +41,7 @@ def serve_from_args(args, options, progress) -> int:
         if not low <= value <= high:
             raise DraftlightError(f"{name} must be between {low:,} and {high:,}; it was {value:,}.")
     engine = Engine.load(args.target, args.drafter, options, progress, runtime=args.runtime)
+    engine.ledger_source = "serve"
     config = ServeConfig(args.token, args.max_request_bytes, args.max_tokens, args.queue, args.depth)
     try:
         serve(engine, args.host, args.port, config)

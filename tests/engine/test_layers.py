@@ -31,6 +31,7 @@ LAYERS = (
     ("engine.reporting",),
     ("engine.speculative",),
     ("engine.measure",),
+    ("engine.ledger",),
     ("engine.pairloading",),
     ("engine.session",),
     (

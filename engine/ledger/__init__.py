@@ -1,0 +1,1 @@
+"""The acceptance ledger: every reply's acceptance kept across runs, and a warning when it falls."""
