@@ -157,6 +157,12 @@ class RuntimeContext(Protocol):
     def n_past(self) -> int: ...
 
     @property
+    def host_syncs(self) -> int | None:
+        """The host's waits for the device so far, where the runtime counts them (the eval audit): on
+        MLX every context's and drafter's in the process, so a round reads its target's alone."""
+        ...
+
+    @property
     def can_rewind(self) -> bool:
         """Whether a verify batch of max_rows can be undone down to its first row."""
         ...

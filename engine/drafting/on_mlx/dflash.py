@@ -29,6 +29,7 @@ from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx import audit
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
@@ -139,7 +140,7 @@ class MlxDflashDrafter(OwnPace):
         block = mx.array([[history[-1]] + [self.mask] * (k - self.anchor)], dtype=mx.int32)
         d = self.drafter
         logits = d._logits(d._hidden(block, context, self._cache)[:, 0 if self.anchor else 1 :])[0]
-        mx.eval(logits)
+        audit.wait(logits)
         self._context = end
         rows = np.array(logits.astype(mx.float32))
         tokens: list[int] = []
@@ -158,7 +159,7 @@ class MlxDflashDrafter(OwnPace):
         """DSpark's Markov head's word on the next token, given the token before it."""
         markov = self.markov
         row = markov.markov_w2(markov.get_prev_embeddings(mx.array([before], dtype=mx.int32)))[0]
-        mx.eval(row)
+        audit.wait(row)
         return np.array(row.astype(mx.float32))
 
     def verified(self, batch: VerifyBatch) -> None:

@@ -22,6 +22,7 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.eagle3 import Eagle3Drafter
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx import audit
 from engine.runtime.mlx.context import MlxContext
 
 
@@ -82,7 +83,7 @@ class MlxEagle3Drafter(ChainedHead):
 
     def logits(self, out: mx.array) -> np.ndarray:
         logits = self.drafter._logits(out)[0, -1]
-        mx.eval(logits)
+        audit.wait(logits)
         row = np.array(logits.astype(mx.float32))
         if self._hot is None:
             return row

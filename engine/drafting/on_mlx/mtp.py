@@ -21,6 +21,7 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.mtp import HEADS_KIND
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx import audit
 from engine.runtime.mlx.context import MlxContext
 
 
@@ -71,5 +72,5 @@ class MlxMtpDrafter(ChainedHead):
 
     def logits(self, out: mx.array) -> np.ndarray:
         logits = self.head._lm_head_fn(out)[0, -1]
-        mx.eval(logits)
+        audit.wait(logits)
         return np.array(logits.astype(mx.float32))

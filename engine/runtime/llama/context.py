@@ -216,6 +216,11 @@ class Context:
     def n_past(self) -> int:
         return len(self.tokens)
 
+    @property
+    def host_syncs(self) -> int | None:
+        """Not counted: each llama_decode returns once its batch is done."""
+        return None
+
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; return the logits rows as a view.
 

@@ -15,6 +15,8 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
+from engine.runtime.mlx import audit
+
 MlxContext = Any  # engine.runtime.mlx.context.MlxContext, which imports this module: no import back
 
 _masks: dict[tuple[int, tuple[int, ...]], mx.array] = {}  # (vocab, banned) -> the additive ban
@@ -58,7 +60,7 @@ def greedy_chain(ctx: MlxContext, tokens: list[int], k: int, banned: tuple[int, 
         chosen.append(token)
         y = token.astype(mx.uint32).reshape(1, 1)
     stacked, picked = mx.stack(rows), mx.stack(chosen)
-    mx.eval(stacked, picked)
+    audit.wait(stacked, picked)
     host = np.array(stacked.astype(mx.float32), copy=True)
     drafted = [int(t) for t in picked.tolist()]
     ctx.decode_s += time.perf_counter() - t0

@@ -1,7 +1,8 @@
 """An MLX context as a RuntimeContext: mlx-lm's prompt cache, a decode that hands back rows, a rewind.
 
-A decode runs the model on a [1, n] batch and evaluates it (mx.eval); its rows come back as a
-float32 numpy array of their own. Rewind is the cache's own trim (mlx_lm.models.cache), which a
+A decode runs the model on a [1, n] batch and evaluates it, its greedy tokens too where the device
+takes them (argmax_on_device), in one mx.eval: one host sync a decode, counted by the eval audit (engine.runtime.mlx.audit). Its
+rows come back as a float32 numpy array over the evaluated array's own memory, no copy. Rewind is the cache's own trim (mlx_lm.models.cache), which a
 KV cache does; a recurrent layer's state (a hybrid model's) is undone from a snapshot taken before
 each batch (engine.runtime.mlx.snapshots). A cache with a layer that can do neither says so and
 decodes without speculation.
@@ -20,6 +21,7 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_p
 
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.contexts import common_prefix
+from engine.runtime.mlx import audit
 from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
@@ -46,11 +48,12 @@ class MlxContext:
     def __init__(self, model: LoadedModel, options: MlxOptions, max_rows: int = 1) -> None:
         self.model = model
         self.options = options
-        self.acceleration = options.acceleration()  # resolved once: none on MLX yet
+        self.acceleration = options.acceleration()  # resolved once: the device's argmax or none
         self.n_ctx = min(options.n_ctx, model.n_ctx_train)
         self.max_rows = max_rows
         self.tokens: list[int] = []  # what the cache holds, position by position
         self.decode_s = 0.0  # time inside the model's call and mx.eval, the rows' copy to numpy too
+        self.argmax: list[int] | None = None  # the latest decode's greedy token per row, where the device took it
         self._cache: list[Any] | None = make_prompt_cache(model.module)
         # A layer whose cache cannot drop a suffix holds a recurrent state (a hybrid model's
         # linear-attention or state-space layers): a draft is undone from the state kept before its batch.
@@ -68,6 +71,11 @@ class MlxContext:
     @property
     def n_past(self) -> int:
         return len(self.tokens)
+
+    @property
+    def host_syncs(self) -> int:
+        """The host's waits for MLX so far, every context's and drafter's in this process (the eval audit)."""
+        return audit.syncs()
 
     @property
     def can_rewind(self) -> bool:
@@ -96,8 +104,8 @@ class MlxContext:
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; their rows (all_logits) or the last, as float32.
 
-        The array is this decode's own. `side` work runs after the decode, before its rows are
-        handed back, as on a CPU: MLX's lazy evaluation overlapping it is for later.
+        The array is this decode's own (over the evaluated rows' memory). `side` work runs after the
+        decode, before its rows are handed back, as on a CPU: MLX's lazy evaluation overlapping it is for later.
         """
         n = len(tokens)
         if n == 0:
@@ -111,6 +119,7 @@ class MlxContext:
                 "or load the model with a larger context."
             )
         self._fed = None
+        self.argmax = None
         if side is not None:
             side.run_reading(self)
         if self.has_state:
@@ -127,10 +136,16 @@ class MlxContext:
             logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
             if last:
                 out = logits[0] if all_logits else logits[0, -1:]
-                mx.eval(out)
-                rows = np.array(out.astype(mx.float32), copy=True)
+                out = out if out.dtype == mx.float32 else out.astype(mx.float32)
+                if self.acceleration.argmax_on_device:
+                    top = mx.argmax(out, axis=-1)
+                    audit.wait(out, top)
+                    self.argmax = top.tolist()  # evaluated with the rows: no second sync
+                else:
+                    audit.wait(out)
+                rows = np.asarray(out)  # the evaluated rows' own memory: a host array on a CPU or unified memory
             else:
-                mx.eval([c.state for c in cache])
+                audit.wait([c.state for c in cache])
             self.decode_s += time.perf_counter() - t0
             self.observers.tell(chunk, self.n_past)
             self.tokens.extend(chunk)
@@ -282,10 +297,14 @@ class MlxContext:
         """Decode without telling the observers (nor computing hidden states for them): a plain reply."""
         return self.observers.paused()
 
-    # The accelerations' seams: none on MLX yet (MlxOptions.acceleration says why).
+    # The accelerations' seams: the device's argmax alone on MLX (MlxOptions.acceleration says why).
 
     def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
-        return None
+        """The latest decode's greedy token per row, where the device took them: None for a row whose
+        token is banned (the caller scans that row with the ban), as llama.cpp's context answers."""
+        if self.argmax is None or not banned or all(t not in banned for t in self.argmax):
+            return self.argmax
+        return [None if t in banned else t for t in self.argmax]
 
     def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
         return None

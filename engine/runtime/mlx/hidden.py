@@ -24,6 +24,7 @@ import mlx.nn as nn
 import numpy as np
 
 from engine.errors import RuntimeFailure
+from engine.runtime.mlx import audit
 from engine.runtime.protocol import BatchObserver
 
 # A model's logits against lm_head(model(x)) on one token, relative to their size: the same
@@ -72,7 +73,7 @@ class Parts:
         x = mx.array([[0]], dtype=mx.uint32)
         theirs = self.module(x)
         ours = self.head(self.inner(x))
-        mx.eval(theirs, ours)
+        audit.wait(theirs, ours)
         size = max(1.0, float(mx.abs(theirs).max()))
         if theirs.shape != ours.shape or float(mx.abs(theirs - ours).max()) > SAME_LOGITS * size:
             raise RuntimeFailure(
@@ -172,7 +173,7 @@ class BatchTaps:
         """Hand the batch just decoded to every observer, with its hidden states where asked."""
         if not self.listening or self.hidden is None:
             return
-        mx.eval(self.hidden, *self.layer_out.values())
+        audit.wait(self.hidden, *self.layer_out.values())
         wanted = any(hidden for _, hidden in self.entries)
         rows = np.array(self.hidden[0].astype(mx.float32), copy=True) if wanted else None
         for observer, wants in list(self.entries):
