@@ -139,7 +139,10 @@ def _verify(
 ) -> tuple[np.ndarray, list[tuple[float, float] | None] | None]:
     """The target's rows for [last, *draft], banned tokens given no probability, with each row's
     softmax parts where the device took them; the side work queued for the verify's wait done."""
-    if prefill_row is None:
+    if prefill_row is None and draft.unread() is not None:  # ids still on the device: one wait for both
+        rows = target.decode_unread(last, draft)
+        parts = target.device_parts(rows, banned) if config.probabilities and sampler.greedy else None
+    elif prefill_row is None:
         rows = target.decode([last, *draft.tokens], all_logits=True, side=side)
         asked = config.probabilities and sampler.greedy
         parts = target.device_parts(rows, banned) if asked else None  # read before the ban is written in

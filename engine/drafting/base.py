@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -91,6 +91,10 @@ class Draft:
         row = self.rows[i]
         return 1 + int(np.count_nonzero(row > row[token]))
 
+    def unread(self) -> DeviceDraft | None:
+        """The draft's ids still on the device, for a verify there to take in unread; None once read."""
+        return None
+
     def _part(self, i: int) -> tuple[float, float]:
         parts = self.parts.get(i)
         if parts is None:
@@ -105,6 +109,54 @@ class Draft:
         for i in range(len(self.tokens)):
             if i not in self.parts:
                 self.parts[i] = softmax_parts(self.rows[i])
+
+
+class DeviceDraft(Protocol):
+    """A greedy draft launched on the device and not yet waited for (an MLX draft model's chain): its
+    ids as the device's array, which a verify on that device takes in as they stand, and a read of
+    its ids and rows (float32, the ban written in), waiting for them unless the verify's wait did."""
+
+    n: int
+    ids: Any  # the device's array of the n ids, unevaluated
+    rows: Any  # the device's [n, vocab] logits, unevaluated
+
+    def read(self, waited: bool = False) -> tuple[list[int], np.ndarray]: ...
+
+
+class UnreadDraft(Draft):
+    """A Draft whose tokens and rows are still on the device: read on first use (one host sync), or
+    with the verify's own rows where the verify took the ids in unread (RuntimeContext.decode_unread)."""
+
+    def __init__(self, launched: DeviceDraft, sampler: Sampler) -> None:
+        self._launched: DeviceDraft | None = launched
+        super().__init__([], None, sampler, argmax_tokens=True)
+
+    @property  # type: ignore[override]
+    def tokens(self) -> list[int]:
+        self.settle()
+        return self._tokens
+
+    @tokens.setter
+    def tokens(self, value: list[int]) -> None:
+        self._tokens = value
+
+    @property  # type: ignore[override]
+    def rows(self) -> Rows | None:
+        self.settle()
+        return self._rows
+
+    @rows.setter
+    def rows(self, value: Rows | None) -> None:
+        self._rows = value
+
+    def unread(self) -> DeviceDraft | None:
+        return self._launched
+
+    def settle(self, waited: bool = False) -> None:
+        """Read the ids and rows (`waited`: the device has them, as after the verify's wait)."""
+        launched, self._launched = self._launched, None
+        if launched is not None:
+            self._tokens, self._rows = launched.read(waited)
 
 
 @dataclass(frozen=True)

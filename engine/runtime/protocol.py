@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
+    from engine.drafting.base import Draft
     from engine.runtime.side import SideWork
 
 # (tokens, position of the first, the model's hidden state per token, [len(tokens), n_embd], or None)
@@ -174,6 +175,11 @@ class RuntimeContext(Protocol):
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; their rows (all_logits) or the last, valid until the
         next decode. `side` is work to do in the decode's wait, before its rows are read."""
+        ...
+
+    def decode_unread(self, last: int, draft: Draft) -> np.ndarray:
+        """The verify's rows for [last, *draft] where the draft is still on this device (Draft.unread):
+        its ids taken in as they stand, one wait for the rows and the draft's tokens together."""
         ...
 
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:

@@ -11,6 +11,7 @@ import ctypes
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING
 
 import llama_cpp.llama_cpp as llama
 import numpy as np
@@ -24,6 +25,9 @@ from engine.runtime.llama.observers import BatchObservers
 from engine.runtime.llama.options import KV_TYPES, LoadedModel, RuntimeOptions
 from engine.runtime.protocol import BatchObserver
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
+
+if TYPE_CHECKING:
+    from engine.drafting.base import Draft
 
 
 class Context:
@@ -215,6 +219,10 @@ class Context:
     @property
     def n_past(self) -> int:
         return len(self.tokens)
+
+    def decode_unread(self, last: int, draft: Draft) -> np.ndarray:
+        """A llama.cpp draft is read as it is made: its tokens decoded as any batch's."""
+        return self.decode([last, *draft.tokens], all_logits=True)
 
     @property
     def host_syncs(self) -> int | None:

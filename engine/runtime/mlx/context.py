@@ -30,6 +30,8 @@ from engine.runtime.protocol import BatchObserver
 if TYPE_CHECKING:
     import mlx.nn as nn
 
+    from engine.drafting.base import Draft
+    from engine.runtime.mlx.chain import LaunchedChain
     from engine.runtime.side import SideWork
 
 
@@ -63,6 +65,7 @@ class MlxContext:
         self.snapshots = StateSnapshots(model.module, self._cache, max_rows)
         self.rewinds_replayed = 0  # rewinds past the latest snapshot, done by decoding the kept tokens again
         self._fed: np.ndarray | None = None  # a fed batch's row, until collected
+        self.launched: LaunchedChain | None = None  # a draft chain launched on this context and not yet read
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
         # Drafters that read the target's hidden states (engine.runtime.mlx.hidden): every decoded batch.
@@ -120,6 +123,7 @@ class MlxContext:
             )
         self._fed = None
         self.argmax = None
+        self._settle()
         if side is not None:
             side.run_reading(self)
         if self.has_state:
@@ -135,15 +139,7 @@ class MlxContext:
             t0 = time.perf_counter()
             logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
             if last:
-                out = logits[0] if all_logits else logits[0, -1:]
-                out = out if out.dtype == mx.float32 else out.astype(mx.float32)
-                if self.acceleration.argmax_on_device:
-                    top = mx.argmax(out, axis=-1)
-                    audit.wait(out, top)
-                    self.argmax = top.tolist()  # evaluated with the rows: no second sync
-                else:
-                    audit.wait(out)
-                rows = np.asarray(out)  # the evaluated rows' own memory: a host array on a CPU or unified memory
+                rows = self._wait_for_rows(logits[0] if all_logits else logits[0, -1:])
             else:
                 audit.wait([c.state for c in cache])
             self.decode_s += time.perf_counter() - t0
@@ -154,15 +150,62 @@ class MlxContext:
         assert rows is not None
         return rows
 
-    def greedy_chain(self, tokens: list[int], k: int, banned: tuple[int, ...]) -> tuple[list[int], np.ndarray] | None:
-        """A greedy draft of k tokens after `tokens` as one lazy chain, one host sync for all of it
-        (engine.runtime.mlx.chain): its tokens and rows; None where a chain cannot run here."""
-        from engine.runtime.mlx.chain import can_chain, greedy_chain
+    def _wait_for_rows(self, out: mx.array, *also: mx.array) -> np.ndarray:
+        """The one wait of a decode: its rows (float32), their argmax where the device takes it, and
+        `also` (a draft the batch took in unread); the rows over the evaluated array's own memory."""
+        out = out if out.dtype == mx.float32 else out.astype(mx.float32)
+        if self.acceleration.argmax_on_device:
+            top = mx.argmax(out, axis=-1)
+            audit.wait(out, top, *also)
+            self.argmax = top.tolist()  # evaluated with the rows: no second sync
+        else:
+            audit.wait(out, *also)
+        return np.asarray(out)  # a host array on a CPU and on unified memory: no copy
+
+    def decode_unread(self, last: int, draft: Draft) -> np.ndarray:
+        """The verify of a draft still on the device (Draft.unread): [last, *its ids] decoded with the
+        ids as they stand, and one wait for the rows and the draft's tokens and rows together."""
+        launched = draft.unread()
+        if launched is None:
+            return self.decode([last, *draft.tokens], all_logits=True)
+        n = 1 + launched.n
+        if n > self.max_rows:
+            raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
+        cache = self._open_cache()
+        if self.n_past + n > self.n_ctx:
+            raise ContextFullError(
+                f"the context window is full ({self.n_ctx:,} tokens): start a new conversation "
+                "or load the model with a larger context."
+            )
+        self._fed = self.argmax = None
+        self._settle()
+        if self.has_state:
+            self.snapshots.keep(cache, self.n_past, n)
+        t0 = time.perf_counter()
+        batch = mx.concatenate([mx.array([last], dtype=mx.uint32), launched.ids.astype(mx.uint32)])[None]
+        rows = self._wait_for_rows(self.observers.forward(batch, cache)[0], launched.ids, launched.rows)
+        draft.settle(waited=True)
+        self.decode_s += time.perf_counter() - t0
+        tokens = [last, *draft.tokens]
+        self.observers.tell(tokens, self.n_past)
+        self.tokens.extend(tokens)
+        return rows
+
+    def greedy_chain(self, tokens: list[int], k: int, banned: tuple[int, ...]) -> LaunchedChain | None:
+        """A greedy draft of k tokens after `tokens` as one lazy chain, launched and not waited for
+        (engine.runtime.mlx.chain); None where a chain cannot run here."""
+        from engine.runtime.mlx.chain import can_chain, launch_chain
 
         if not can_chain(self):
             return None
         self._fed = None
-        return greedy_chain(self, tokens, k, banned)
+        self._settle()
+        return launch_chain(self, tokens, k, banned)
+
+    def _settle(self) -> None:
+        """Read a chain launched here and not read yet: the cache holds its steps, `tokens` catch up."""
+        if self.launched is not None:
+            self.launched.read()
 
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode at once and keep the row for `collect`: nothing on MLX computes on behind the host yet."""
@@ -186,6 +229,7 @@ class MlxContext:
     def rewind(self, keep: int) -> None:
         """Forget every position from `keep` on: each layer's cache trimmed (mlx-lm's trim), a
         recurrent layer's state put back from its snapshot."""
+        self._settle()
         if keep >= len(self.tokens):
             return
         if keep <= 0:
@@ -257,6 +301,7 @@ class MlxContext:
 
     def clear(self) -> None:
         self._open_cache()
+        self.launched = None
         self._cache = make_prompt_cache(self.model.module)
         self.tokens.clear()
         self.snapshots.forget()

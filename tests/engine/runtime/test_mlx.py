@@ -327,9 +327,10 @@ def test_the_devices_argmax_takes_each_rows_own_token_and_writes_the_same_reply(
 
 
 def test_the_eval_audit_counts_each_rounds_host_syncs(target):
-    """A plain round waits for MLX once (its decode); a draft model's round twice: its chain of
-    drafts, then the verify. The reply's total is the rounds' sum; the prefill's round waits for nothing."""
-    for drafter, depth, per_round in ((None, 0, 1), (target, 3, 2)):
+    """A round waits for MLX once: a plain round for its decode; a draft model's for its verify, which
+    takes the chain of drafts in unread and brings back their tokens and rows with its own. The
+    reply's total is the rounds' sum; the prefill's round waits for nothing."""
+    for drafter, depth, per_round in ((None, 0, 1), (target, 3, 1)):
         events = reply(target, drafter, depth)
         rounds = [e for e in events if isinstance(e, RoundEvent)]
         assert rounds[0].from_prefill and rounds[0].host_syncs is None
