@@ -5,6 +5,7 @@ speculative decoding. Fast: tiny random-weight qwen2 models built here, on MLX's
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from mlx.utils import tree_flatten  # noqa: E402
 from mlx_lm.generate import speculative_generate_step  # noqa: E402
 from mlx_lm.models import mamba, qwen2  # noqa: E402
 
+from engine.cli import summary  # noqa: E402
 from engine.depth import FixedDepth  # noqa: E402
 from engine.drafting import ModelDrafter  # noqa: E402
 from engine.errors import Cancelled, RuntimeFailure  # noqa: E402
@@ -338,3 +340,4 @@ def test_the_eval_audit_counts_each_rounds_host_syncs(target):
         stats = events[-1]
         assert isinstance(stats, RunStats) and stats.host_syncs == per_round * stats.rounds
         assert stats.to_json()["host_syncs"] == stats.host_syncs
+        assert re.search(r"; host [\d.]+ ms and 1\.0 syncs a round; max_tokens\]$", summary(stats))
