@@ -152,8 +152,9 @@ class MlxAssistantDrafter(OwnPace):
         for i in range(k):
             embedded = a._input_embed(mx.array([[token]], dtype=mx.int32)) * a._input_embed_scale
             state, logits = a(mx.concatenate([embedded, state], axis=-1), a._shared_kv, positions)
-            audit.wait(state, logits)
-            chosen = choose_draft(self._rows[i], np.array(logits[0, -1].astype(mx.float32)), sampler, p_min, banned)
+            row = logits[0, -1].astype(mx.float32)
+            audit.wait(state, row)
+            chosen = choose_draft(self._rows[i], np.asarray(row), sampler, p_min, banned)
             if chosen is None:
                 break
             tokens.append(chosen)

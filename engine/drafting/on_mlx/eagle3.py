@@ -74,7 +74,7 @@ class MlxEagle3Drafter(ChainedHead):
 
     def states(self, hidden: np.ndarray | None) -> np.ndarray:
         taps = self.target.observers.layer_out
-        return np.concatenate([np.array(taps[i][0].astype(mx.float32)) for i in self.layers], axis=1)
+        return np.concatenate([np.asarray(taps[i][0]) for i in self.layers], axis=1)  # evaluated float32 (BatchTaps)
 
     def forward(self, tokens: mx.array, states: mx.array, first: int) -> mx.array:
         d = self.drafter
@@ -82,9 +82,9 @@ class MlxEagle3Drafter(ChainedHead):
         return d._forward_tokens(tokens, states.astype(self._dtype), mx.int32)
 
     def logits(self, out: mx.array) -> np.ndarray:
-        logits = self.drafter._logits(out)[0, -1]
+        logits = self.drafter._logits(out)[0, -1].astype(mx.float32)
         audit.wait(logits)
-        row = np.array(logits.astype(mx.float32))
+        row = np.array(logits)
         if self._hot is None:
             return row
         full = np.full(self.target.model.n_vocab, -np.inf, dtype=np.float32)

@@ -71,6 +71,6 @@ class MlxMtpDrafter(ChainedHead):
         return head._forward_hidden(embedded, states.astype(self._dtype), self._cache, positions)
 
     def logits(self, out: mx.array) -> np.ndarray:
-        logits = self.head._lm_head_fn(out)[0, -1]
+        logits = self.head._lm_head_fn(out)[0, -1].astype(mx.float32)
         audit.wait(logits)
-        return np.array(logits.astype(mx.float32))
+        return np.array(logits)

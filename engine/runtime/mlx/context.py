@@ -139,9 +139,9 @@ class MlxContext:
             t0 = time.perf_counter()
             logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
             if last:
-                rows = self._wait_for_rows(logits[0] if all_logits else logits[0, -1:])
+                rows = self._wait_for_rows(logits[0] if all_logits else logits[0, -1:], *self.observers.batch_arrays())
             else:
-                audit.wait([c.state for c in cache])
+                audit.wait([c.state for c in cache], *self.observers.batch_arrays())
             self.decode_s += time.perf_counter() - t0
             self.observers.tell(chunk, self.n_past)
             self.tokens.extend(chunk)
@@ -183,7 +183,8 @@ class MlxContext:
             self.snapshots.keep(cache, self.n_past, n)
         t0 = time.perf_counter()
         batch = mx.concatenate([mx.array([last], dtype=mx.uint32), launched.ids.astype(mx.uint32)])[None]
-        rows = self._wait_for_rows(self.observers.forward(batch, cache)[0], launched.ids, launched.rows)
+        logits = self.observers.forward(batch, cache)[0]
+        rows = self._wait_for_rows(logits, launched.ids, launched.rows, *self.observers.batch_arrays())
         draft.settle(waited=True)
         self.decode_s += time.perf_counter() - t0
         tokens = [last, *draft.tokens]
