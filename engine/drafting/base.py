@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from engine.runtime.protocol import DeviceDraft
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler, softmax_at, softmax_parts
 
@@ -95,6 +96,9 @@ class Draft:
         """The draft's ids still on the device, for a verify there to take in unread; None once read."""
         return None
 
+    def settle(self, waited: bool = False) -> None:
+        """Read what is still on the device (UnreadDraft); a draft made on the host has nothing to read."""
+
     def _part(self, i: int) -> tuple[float, float]:
         parts = self.parts.get(i)
         if parts is None:
@@ -109,18 +113,6 @@ class Draft:
         for i in range(len(self.tokens)):
             if i not in self.parts:
                 self.parts[i] = softmax_parts(self.rows[i])
-
-
-class DeviceDraft(Protocol):
-    """A greedy draft launched on the device and not yet waited for (an MLX draft model's chain): its
-    ids as the device's array, which a verify on that device takes in as they stand, and a read of
-    its ids and rows (float32, the ban written in), waiting for them unless the verify's wait did."""
-
-    n: int
-    ids: Any  # the device's array of the n ids, unevaluated
-    rows: Any  # the device's [n, vocab] logits, unevaluated
-
-    def read(self, waited: bool = False) -> tuple[list[int], np.ndarray]: ...
 
 
 class UnreadDraft(Draft):

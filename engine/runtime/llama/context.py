@@ -11,7 +11,6 @@ import ctypes
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING
 
 import llama_cpp.llama_cpp as llama
 import numpy as np
@@ -23,11 +22,8 @@ from engine.runtime.llama.devicegreedy import DeviceGreedy
 from engine.runtime.llama.limits import check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.llama.observers import BatchObservers
 from engine.runtime.llama.options import KV_TYPES, LoadedModel, RuntimeOptions
-from engine.runtime.protocol import BatchObserver
+from engine.runtime.protocol import BatchObserver, LaunchedDraft
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
-
-if TYPE_CHECKING:
-    from engine.drafting.base import Draft
 
 
 class Context:
@@ -220,7 +216,7 @@ class Context:
     def n_past(self) -> int:
         return len(self.tokens)
 
-    def decode_unread(self, last: int, draft: Draft) -> np.ndarray:
+    def decode_unread(self, last: int, draft: LaunchedDraft) -> np.ndarray:
         """A llama.cpp draft is read as it is made: its tokens decoded as any batch's."""
         return self.decode([last, *draft.tokens], all_logits=True)
 

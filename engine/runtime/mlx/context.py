@@ -25,12 +25,11 @@ from engine.runtime.mlx import audit
 from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
-from engine.runtime.protocol import BatchObserver
+from engine.runtime.protocol import BatchObserver, LaunchedDraft
 
 if TYPE_CHECKING:
     import mlx.nn as nn
 
-    from engine.drafting.base import Draft
     from engine.runtime.mlx.chain import LaunchedChain
     from engine.runtime.side import SideWork
 
@@ -162,7 +161,7 @@ class MlxContext:
             audit.wait(out, *also)
         return np.asarray(out)  # a host array on a CPU and on unified memory: no copy
 
-    def decode_unread(self, last: int, draft: Draft) -> np.ndarray:
+    def decode_unread(self, last: int, draft: LaunchedDraft) -> np.ndarray:
         """The verify of a draft still on the device (Draft.unread): [last, *its ids] decoded with the
         ids as they stand, and one wait for the rows and the draft's tokens and rows together."""
         launched = draft.unread()
