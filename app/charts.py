@@ -49,7 +49,7 @@ class ChartModel:
     message_positions: PositionTally = field(default_factory=PositionTally)
     session_positions: PositionTally = field(default_factory=PositionTally)
     session_rounds: list[tuple[int, int]] = field(default_factory=list)  # (drafted, accepted) per round
-    rounds: deque = field(default_factory=lambda: deque(maxlen=RECENT_ROUNDS))  # (draft, verify, commit) ms
+    rounds: deque = field(default_factory=lambda: deque(maxlen=RECENT_ROUNDS))  # (draft, verify, commit, host) ms
     kinds: dict[TokenKind, int] = field(default_factory=lambda: dict.fromkeys(TokenKind, 0))
     thermal: list[ThermalReading] = field(default_factory=list)
     last_stats: RunStats | None = None
@@ -116,7 +116,8 @@ class ChartModel:
         if self._message_time > 0:
             self.tps.append((self.decode_time, self._message_tokens / self._message_time))
         self.mean_length.append((self.decode_time, self._message_tokens / self._message_rounds))
-        self.rounds.append((r.draft_ms, r.verify_ms, r.commit_ms))
+        # host: the loop's own work outside the round's three parts (its events, the text, the next depth)
+        self.rounds.append((r.draft_ms, r.verify_ms, r.commit_ms, max(0.0, r.round_ms - r.total_ms)))
 
     def _add_totals(self, stats: RunStats) -> None:
         """What llama-server (draft totals) and vLLM (per position) report of a reply."""
@@ -329,7 +330,7 @@ class ChartsPanel(QWidget):
             ticks = [(1, "all")] if m.totals_only else [(i, str(i)) for i in range(1, positions + 1)]
             self.accept_plot.getAxis("bottom").setTicks([ticks])
             self._fit(self.accept_plot, (0.4, max(positions, 1) + 0.6), (0.0, 1.05))
-        rounds = np.array(m.rounds, dtype=float).reshape(-1, 3)
+        rounds = np.array(m.rounds, dtype=float).reshape(-1, len(self.split_bars))
         x = np.arange(len(rounds))
         base = np.zeros(len(rounds))
         for i, bars in enumerate(self.split_bars.values()):

@@ -72,7 +72,7 @@ def apply_cue(fmt: QTextCharFormat, kind: TokenKind) -> None:
 
 
 # Round-time parts in the stacked chart.
-ROUND_PARTS = {"draft": "#9467bd", "verify": "#ff7f0e", "commit": "#17becf"}
+ROUND_PARTS = {"draft": "#9467bd", "verify": "#ff7f0e", "commit": "#17becf", "host": "#7f7f7f"}
 
 
 @dataclass(frozen=True)

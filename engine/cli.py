@@ -157,11 +157,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 def summary(s: RunStats) -> str:
     per_pos = " ".join(f"{a:.0%}" for a in s.acceptance_per_position) or "-"
+    syncs = s.syncs_per_round
+    host = "" if syncs is None else f"host {s.overhead_s / s.rounds * 1e3:.2f} ms and {syncs:.1f} syncs a round; "
     return (
         f"[{s.generated_tokens} tokens, decode {s.decode_tps:.1f} tok/s, end-to-end {s.end_to_end_tps:.1f} tok/s, "
         f"prefill {s.prefill_s * 1e3:.0f} ms for {s.prompt_tokens} tokens; depth {describe_depth(s.depth)}, "
         f"acceptance {s.acceptance:.0%} (per position {per_pos}), mean accepted length {s.mean_accepted_length:.2f}; "
-        f"{s.finish_reason.value}]"
+        f"{host}{s.finish_reason.value}]"
     )
 
 

@@ -103,6 +103,9 @@ class RoundEvent:
     # The first draft was in hand when the round began: during the last round's verify the draft
     # model guessed the target's token and guessed right, so this round took one step fewer.
     guessed: bool = False
+    # The host's waits for the device in this round (the eval audit: each mx.eval on MLX, a draft's
+    # steps and the verify together); None where the runtime does not count them (llama.cpp).
+    host_syncs: int | None = None
 
     @property
     def total_ms(self) -> float:
@@ -125,6 +128,7 @@ class RoundEvent:
             "depth": self.depth,
             "from_prefill": self.from_prefill,
             "guessed": self.guessed,
+            "host_syncs": self.host_syncs,
         }
 
     @classmethod
@@ -144,6 +148,7 @@ class RoundEvent:
             depth=d.get("depth", d["drafted"]),
             from_prefill=d.get("from_prefill", False),
             guessed=d.get("guessed", False),
+            host_syncs=d.get("host_syncs"),
         )
 
 
@@ -300,6 +305,12 @@ class RunStats:
     # The reply cut into parts a reader recognises (code, JSON, lists, prose, thinking), each
     # with its share of the figures above: acceptance is a property of the text.
     content: tuple[ContentStats, ...] = ()
+    host_syncs: int | None = None  # the decode rounds' host syncs (RoundEvent.host_syncs), where counted
+
+    @property
+    def syncs_per_round(self) -> float | None:
+        """Host syncs per decode round (the eval audit), where the runtime counts them."""
+        return self.host_syncs / self.rounds if self.host_syncs is not None and self.rounds else None
 
     @property
     def by_content(self) -> list[ContentStats]:
@@ -358,6 +369,7 @@ class RunStats:
             "commit_s": self.commit_s,
             "rewind_s": self.rewind_s,
             "overhead_s": self.overhead_s,
+            "host_syncs": self.host_syncs,
             "finish_reason": self.finish_reason.value,
             "message": self.message,
             "token_ids": list(self.token_ids),

@@ -121,6 +121,8 @@ def check_round(r, where: str) -> None:
         number(r["round_ms"], f"{where}.round_ms")
     if "depth" in r:
         integer(r["depth"], f"{where}.depth", high=MAX_DRAFTED)
+    if r.get("host_syncs") is not None:
+        integer(r["host_syncs"], f"{where}.host_syncs")
     for flag in ("from_prefill", "guessed"):
         if flag in r and not isinstance(r[flag], bool):
             raise Invalid(f"{where}.{flag} is {type(r[flag]).__name__}, not true or false")
@@ -146,6 +148,8 @@ def check_stats(s, where: str = "stats") -> None:
         integer(_field(s, key, where), f"{where}.{key}")
     if "from_prefill" in s:
         integer(s["from_prefill"], f"{where}.from_prefill")
+    if s.get("host_syncs") is not None:
+        integer(s["host_syncs"], f"{where}.host_syncs")
     for key in STATS_TIMES:
         number(_field(s, key, where), f"{where}.{key}")
     depth = _field(s, "depth", where)

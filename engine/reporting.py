@@ -89,6 +89,7 @@ def round_event(r: Round, index: int, depth: int, round_s: float, from_prefill: 
         draft_confidence=r.confidence,
         depth=depth,
         guessed=r.draft.guessed,
+        host_syncs=r.host_syncs,
     )
 
 
@@ -128,6 +129,7 @@ def run_stats(
         commit_s=sum(r.commit_ms for r, _ in decode) / 1e3,
         rewind_s=sum(r.rewind_ms for r, _ in decode) / 1e3,
         overhead_s=sum(r.overhead_ms for r, _ in decode) / 1e3,
+        host_syncs=None if any(r.host_syncs is None for r, _ in decode) else sum(r.host_syncs for r, _ in decode),
         finish_reason=finish,
         message=messages.get(finish, ""),
         text=text,

@@ -88,3 +88,4 @@ class Round:
     # The target's probabilities of the emitted tokens, when they are left to side work (the
     # next decode's wait on an accelerator); `emitted` has NaN in their place until then.
     pending: list[Job] | None = None
+    host_syncs: int | None = None  # the host's waits for the device in this round, where counted (the eval audit)

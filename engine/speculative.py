@@ -58,6 +58,7 @@ def speculative_round(
     """
     n = len(history)
     llama_before = _backend_s(target, drafter)
+    syncs_before = target.host_syncs
     deferred = _defers_probabilities(target, side, sampler, config)
     t0 = time.perf_counter()
 
@@ -96,8 +97,19 @@ def speculative_round(
     emitted = provenance(draft, verdict, config.top_candidates, want_probs)
     confidence = draft.confidences() if want_probs else ()
     llama_s = _backend_s(target, drafter) - llama_before
+    syncs = None if syncs_before is None else target.host_syncs - syncs_before
     return Round(
-        draft, verdict, emitted, t1 - t0, t2 - t1, t4 - t2, t4 - t3, llama_s, confidence=confidence, pending=pending
+        draft,
+        verdict,
+        emitted,
+        t1 - t0,
+        t2 - t1,
+        t4 - t2,
+        t4 - t3,
+        llama_s,
+        confidence=confidence,
+        pending=pending,
+        host_syncs=syncs,
     )
 
 
@@ -127,7 +139,10 @@ def _verify(
 ) -> tuple[np.ndarray, list[tuple[float, float] | None] | None]:
     """The target's rows for [last, *draft], banned tokens given no probability, with each row's
     softmax parts where the device took them; the side work queued for the verify's wait done."""
-    if prefill_row is None:
+    if prefill_row is None and draft.unread() is not None:  # ids still on the device: one wait for both
+        rows = target.decode_unread(last, draft)
+        parts = target.device_parts(rows, banned) if config.probabilities and sampler.greedy else None
+    elif prefill_row is None:
         rows = target.decode([last, *draft.tokens], all_logits=True, side=side)
         asked = config.probabilities and sampler.greedy
         parts = target.device_parts(rows, banned) if asked else None  # read before the ban is written in

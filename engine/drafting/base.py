@@ -14,6 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
+from engine.runtime.protocol import DeviceDraft
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler, softmax_at, softmax_parts
 
@@ -91,6 +92,13 @@ class Draft:
         row = self.rows[i]
         return 1 + int(np.count_nonzero(row > row[token]))
 
+    def unread(self) -> DeviceDraft | None:
+        """The draft's ids still on the device, for a verify there to take in unread; None once read."""
+        return None
+
+    def settle(self, waited: bool = False) -> None:
+        """Read what is still on the device (UnreadDraft); a draft made on the host has nothing to read."""
+
     def _part(self, i: int) -> tuple[float, float]:
         parts = self.parts.get(i)
         if parts is None:
@@ -105,6 +113,42 @@ class Draft:
         for i in range(len(self.tokens)):
             if i not in self.parts:
                 self.parts[i] = softmax_parts(self.rows[i])
+
+
+class UnreadDraft(Draft):
+    """A Draft whose tokens and rows are still on the device: read on first use (one host sync), or
+    with the verify's own rows where the verify took the ids in unread (RuntimeContext.decode_unread)."""
+
+    def __init__(self, launched: DeviceDraft, sampler: Sampler) -> None:
+        self._launched: DeviceDraft | None = launched
+        super().__init__([], None, sampler, argmax_tokens=True)
+
+    @property  # type: ignore[override]
+    def tokens(self) -> list[int]:
+        self.settle()
+        return self._tokens
+
+    @tokens.setter
+    def tokens(self, value: list[int]) -> None:
+        self._tokens = value
+
+    @property  # type: ignore[override]
+    def rows(self) -> Rows | None:
+        self.settle()
+        return self._rows
+
+    @rows.setter
+    def rows(self, value: Rows | None) -> None:
+        self._rows = value
+
+    def unread(self) -> DeviceDraft | None:
+        return self._launched
+
+    def settle(self, waited: bool = False) -> None:
+        """Read the ids and rows (`waited`: the device has them, as after the verify's wait)."""
+        launched, self._launched = self._launched, None
+        if launched is not None:
+            self._tokens, self._rows = launched.read(waited)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, UnreadDraft, VerifyBatch, choose_draft
 from engine.runtime.protocol import MAX_BANNED, Acceleration, RunOptions, RuntimeContext, RuntimeModel
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
@@ -77,7 +77,7 @@ class ModelDrafter:
         width = self.shape
         self._turn ^= 1
         rows = self._rows[self._turn]
-        chained = self._chained(history, k, sampler, p_min, banned, rows)
+        chained = self._chained(history, k, sampler, p_min, banned)
         if chained is not None:
             return chained
         first = len(history) - 1  # the position of this round's first row, where the device keeps them
@@ -139,21 +139,18 @@ class ModelDrafter:
         )
 
     def _chained(
-        self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...], rows: np.ndarray
+        self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]
     ) -> Draft | None:
         """A greedy draft as one chain on the device where the context offers it (MLX: each step's
-        argmax feeds the next unevaluated, one host sync a draft); None for the step-by-step draft."""
+        argmax feeds the next unevaluated, nothing waited for: the verify takes the ids in as they
+        stand, one host sync a round); None for the step-by-step draft."""
         chain = getattr(self.ctx, "greedy_chain", None)
         if chain is None or not sampler.greedy or p_min > 0.0 or self._guess is not None or self.shape != 1:
             return None
         if self.ctx.n_past > len(history) - 1:
             self.ctx.rewind(len(history) - 1)
-        drafted = chain(history[self.ctx.n_past :], k, banned)
-        if drafted is None:
-            return None
-        tokens, host = drafted
-        rows[: len(tokens)] = host
-        return Draft(tokens, rows[: len(tokens)], sampler, argmax_tokens=True)
+        launched = chain(history[self.ctx.n_past :], k, banned)
+        return None if launched is None else UnreadDraft(launched, sampler)
 
     def _guess_outcome(self, sampler: Sampler, banned: tuple[int, ...], side: SideWork) -> None:
         """During the verify, once the last draft's decode is done: the drafter's own choice after

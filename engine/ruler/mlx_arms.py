@@ -84,6 +84,7 @@ def _record(arm: Arm, prompt: BenchPrompt, stats: RunStats) -> RunRecord:
         commit_s=stats.commit_s,
         rewind_s=stats.rewind_s,
         overhead_s=stats.overhead_s,
+        host_syncs=stats.host_syncs,
         token_ids=list(stats.token_ids),
     )
 

@@ -46,6 +46,12 @@ def python_ms(records: list[RunRecord], arm: str) -> float | None:
     return values[len(values) // 2] if values else None
 
 
+def syncs_per_round(records: list[RunRecord], arm: str) -> float | None:
+    """Median over runs of our host syncs per round (the eval audit)."""
+    values = sorted(r.host_syncs / r.rounds for r in records if r.arm == arm and r.rounds and r.host_syncs is not None)
+    return values[len(values) // 2] if values else None
+
+
 def mismatches(result: BenchResult) -> list[str]:
     """Greedy arms agree token for token: the MLX arms with `ours-mlx d0`, the llama arms with `ours-llama d0`."""
     out = []
@@ -84,13 +90,14 @@ def markdown(result: BenchResult) -> str:
         f"folders (its run_speculative_rounds, greedy: no id banned), `{OURS_LLAMA}` our engine on llama.cpp on "
         "the GGUF pair; the oracle at a depth is the mlx-lm or mlx-vlm arm run there.",
         "- Our Python per round: round wall time less the time inside MLX decode calls (graph, mx.eval, copy).",
+        "- Syncs per round: the times the host waited for MLX in a round (engine.runtime.mlx.audit).",
         "",
     ]
     lines += [f"> {note}" for note in result.notes]
     rows = [
         "| arm | decode tok/s | end-to-end tok/s | prefill ms | acceptance | tokens/round | speedup | "
-        f"ours / {' or '.join(oracles)} | our Python ms/round |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"ours / {' or '.join(oracles)} | our Python ms/round | syncs/round |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in overall:
         engine = c.arm.split(" ", 1)[0]
@@ -98,9 +105,10 @@ def markdown(result: BenchResult) -> str:
         ratio = c.decode_tps / theirs.decode_tps if theirs and theirs.decode_tps else None
         acc = f"{c.acceptance[0]:.0%}" if c.acceptance else "—"
         py = python_ms(result.records, c.arm) if engine not in ORACLES else None
+        syncs = syncs_per_round(result.records, c.arm) if engine not in ORACLES else None
         rows.append(
             f"| {c.arm} | {c.decode_tps:.1f} | {c.end_to_end_tps:.1f} | {c.prefill_ms:.0f} | {acc} | "
-            f"{_f(c.mean_length)} | {_f(c.speedup)} | {_f(ratio)} | {_f(py)} |"
+            f"{_f(c.mean_length)} | {_f(c.speedup)} | {_f(ratio)} | {_f(py)} | {_f(syncs)} |"
         )
     lines += ["## Overall", "", *rows, ""]
     by_prompt = ratios(cells)

@@ -64,6 +64,7 @@ class RunRecord:
     commit_s: float | None = None
     rewind_s: float | None = None
     overhead_s: float | None = None
+    host_syncs: int | None = None  # the eval audit (RunStats.host_syncs), where the runtime counts them
     depth_used: list[int] = field(default_factory=list)  # auto: the depth of each round
     predicted_speedup: float | None = None  # auto: what the tuner expected
     token_ids: list[int] = field(default_factory=list)

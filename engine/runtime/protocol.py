@@ -12,7 +12,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -23,6 +23,30 @@ if TYPE_CHECKING:
 BatchObserver = Callable[[list[int], int, "np.ndarray | None"], None]
 # The most banned tokens whose logits come back with a row the device keeps (RuntimeContext.keep_banned).
 MAX_BANNED = 16
+
+
+class DeviceDraft(Protocol):
+    """A greedy draft launched on the device and not yet waited for (an MLX draft model's chain): its
+    ids as the device's array, which a verify on that device takes in as they stand, and a read of
+    its ids and rows (float32, the ban written in), waiting for them unless the verify's wait did."""
+
+    n: int
+    ids: Any  # the device's array of the n ids, unevaluated
+    rows: Any  # the device's [n, vocab] logits, unevaluated
+
+    def read(self, waited: bool = False) -> tuple[list[int], np.ndarray]: ...
+
+
+class LaunchedDraft(Protocol):
+    """A draft as a verify sees it (engine.drafting.base.Draft): its tokens, or its ids still on the
+    device (`unread`) and the read once the verify's wait has them (`settle`)."""
+
+    @property
+    def tokens(self) -> list[int]: ...
+
+    def unread(self) -> DeviceDraft | None: ...
+
+    def settle(self, waited: bool = False) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -158,6 +182,12 @@ class RuntimeContext(Protocol):
     def n_past(self) -> int: ...
 
     @property
+    def host_syncs(self) -> int | None:
+        """The host's waits for the device so far, where the runtime counts them (the eval audit): on
+        MLX every context's and drafter's in the process, so a round reads its target's alone."""
+        ...
+
+    @property
     def can_rewind(self) -> bool:
         """Whether a verify batch of max_rows can be undone down to its first row."""
         ...
@@ -169,6 +199,11 @@ class RuntimeContext(Protocol):
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; their rows (all_logits) or the last, valid until the
         next decode. `side` is work to do in the decode's wait, before its rows are read."""
+        ...
+
+    def decode_unread(self, last: int, draft: LaunchedDraft) -> np.ndarray:
+        """The verify's rows for [last, *draft] where the draft is still on this device (Draft.unread):
+        its ids taken in as they stand, one wait for the rows and the draft's tokens together."""
         ...
 
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:

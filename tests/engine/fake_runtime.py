@@ -93,6 +93,10 @@ class FakeContext:
         return len(self.tokens)
 
     @property
+    def host_syncs(self) -> int | None:
+        return None  # no device to wait for
+
+    @property
     def can_rewind(self) -> bool:
         return True
 

@@ -24,6 +24,7 @@ from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.mtp import ASSISTANT_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter, RuntimeFailure
+from engine.runtime.mlx import audit
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx_check import check_folder, loader_errors
 from engine.runtime.side import SideWork
@@ -149,8 +150,9 @@ class MlxAssistantDrafter(OwnPace):
         for i in range(k):
             embedded = a._input_embed(mx.array([[token]], dtype=mx.int32)) * a._input_embed_scale
             state, logits = a(mx.concatenate([embedded, state], axis=-1), a._shared_kv, positions)
-            mx.eval(state, logits)
-            chosen = choose_draft(self._rows[i], np.array(logits[0, -1].astype(mx.float32)), sampler, p_min, banned)
+            row = logits[0, -1].astype(mx.float32)
+            audit.wait(state, row)
+            chosen = choose_draft(self._rows[i], np.asarray(row), sampler, p_min, banned)
             if chosen is None:
                 break
             tokens.append(chosen)

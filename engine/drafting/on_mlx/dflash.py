@@ -29,6 +29,7 @@ from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx import audit
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx_check import check_folder, loader_errors
 from engine.runtime.side import SideWork
@@ -111,7 +112,7 @@ class MlxDflashDrafter(OwnPace):
 
     def _seen(self, tokens: list[int], start: int, hidden: np.ndarray | None) -> None:
         taps = self.target.observers.layer_out
-        rows = np.concatenate([np.array(taps[i][0].astype(mx.float32)) for i in self.layers], axis=1)
+        rows = np.concatenate([np.asarray(taps[i][0]) for i in self.layers], axis=1)  # evaluated float32 (BatchTaps)
         self._states.add(start, rows)
 
     def prefill(self, history: list[int]) -> None:
@@ -136,10 +137,10 @@ class MlxDflashDrafter(OwnPace):
         context = mx.array(self._states.held(self._context, end))[None].astype(self._dtype)
         block = mx.array([[history[-1]] + [self.mask] * (k - self.anchor)], dtype=mx.int32)
         d = self.drafter
-        logits = d._logits(d._hidden(block, context, self._cache)[:, 0 if self.anchor else 1 :])[0]
-        mx.eval(logits)
+        logits = d._logits(d._hidden(block, context, self._cache)[:, 0 if self.anchor else 1 :])[0].astype(mx.float32)
+        audit.wait(logits)
         self._context = end
-        rows = np.array(logits.astype(mx.float32))
+        rows = np.asarray(logits)
         tokens: list[int] = []
         before = history[-1]
         for i in range(k):
@@ -155,9 +156,9 @@ class MlxDflashDrafter(OwnPace):
     def _markov_row(self, before: int) -> np.ndarray:
         """DSpark's Markov head's word on the next token, given the token before it."""
         markov = self.markov
-        row = markov.markov_w2(markov.get_prev_embeddings(mx.array([before], dtype=mx.int32)))[0]
-        mx.eval(row)
-        return np.array(row.astype(mx.float32))
+        row = markov.markov_w2(markov.get_prev_embeddings(mx.array([before], dtype=mx.int32)))[0].astype(mx.float32)
+        audit.wait(row)
+        return np.asarray(row)
 
     def verified(self, batch: VerifyBatch) -> None:
         """Nothing to carry: the verify pass's layers came with its batch."""

@@ -22,6 +22,7 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.eagle3 import Eagle3Drafter
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx import audit
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx_check import check_folder, loader_errors
 
@@ -71,7 +72,7 @@ class MlxEagle3Drafter(ChainedHead):
 
     def states(self, hidden: np.ndarray | None) -> np.ndarray:
         taps = self.target.observers.layer_out
-        return np.concatenate([np.array(taps[i][0].astype(mx.float32)) for i in self.layers], axis=1)
+        return np.concatenate([np.asarray(taps[i][0]) for i in self.layers], axis=1)  # evaluated float32 (BatchTaps)
 
     def forward(self, tokens: mx.array, states: mx.array, first: int) -> mx.array:
         d = self.drafter
@@ -79,9 +80,9 @@ class MlxEagle3Drafter(ChainedHead):
         return d._forward_tokens(tokens, states.astype(self._dtype), mx.int32)
 
     def logits(self, out: mx.array) -> np.ndarray:
-        logits = self.drafter._logits(out)[0, -1]
-        mx.eval(logits)
-        row = np.array(logits.astype(mx.float32))
+        logits = self.drafter._logits(out)[0, -1].astype(mx.float32)
+        audit.wait(logits)
+        row = np.array(logits)
         if self._hot is None:
             return row
         full = np.full(self.target.model.n_vocab, -np.inf, dtype=np.float32)

@@ -20,6 +20,7 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.mtp import HEADS_KIND
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
+from engine.runtime.mlx import audit
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx_check import check_folder, one_line
 
@@ -69,6 +70,6 @@ class MlxMtpDrafter(ChainedHead):
         return head._forward_hidden(embedded, states.astype(self._dtype), self._cache, positions)
 
     def logits(self, out: mx.array) -> np.ndarray:
-        logits = self.head._lm_head_fn(out)[0, -1]
-        mx.eval(logits)
-        return np.array(logits.astype(mx.float32))
+        logits = self.head._lm_head_fn(out)[0, -1].astype(mx.float32)
+        audit.wait(logits)
+        return np.array(logits)

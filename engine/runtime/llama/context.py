@@ -23,7 +23,7 @@ from engine.runtime.llama.devicegreedy import DeviceGreedy
 from engine.runtime.llama.limits import available_memory, check_memory, context_size, kv_cache_bytes, padded_ctx
 from engine.runtime.llama.observers import BatchObservers
 from engine.runtime.llama.options import KV_TYPES, LoadedModel, RuntimeOptions
-from engine.runtime.protocol import BatchObserver
+from engine.runtime.protocol import BatchObserver, LaunchedDraft
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
 
 
@@ -221,6 +221,15 @@ class Context:
     @property
     def n_past(self) -> int:
         return len(self.tokens)
+
+    def decode_unread(self, last: int, draft: LaunchedDraft) -> np.ndarray:
+        """A llama.cpp draft is read as it is made: its tokens decoded as any batch's."""
+        return self.decode([last, *draft.tokens], all_logits=True)
+
+    @property
+    def host_syncs(self) -> int | None:
+        """Not counted: each llama_decode returns once its batch is done."""
+        return None
 
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; return the logits rows as a view.

@@ -2,9 +2,11 @@
 
 The step-by-step draft (ModelDrafter.draft) evaluates every step and copies its row to the host to
 choose the next token there: one host sync a step. Here step i+1's graph takes step i's argmax as it
-stands, unevaluated, and mx.async_eval starts each step while the host builds the next; the rows and
-tokens come back together at the end, one sync a draft, as mlx-lm's own speculative loop drafts.
-The same tokens come out: the argmax over the same logits with the same ban.
+stands, unevaluated, and mx.async_eval starts each step while the host builds the next. Nothing is
+waited for: the target's verify takes the draft's ids in as they stand and its one wait brings back
+its own rows and the draft's tokens and rows together (MlxContext.decode_unread), one host sync a
+round, as mlx-lm's own speculative loop runs. The same tokens come out: the argmax over the same
+logits with the same ban.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
+
+from engine.runtime.mlx import audit
 
 MlxContext = Any  # engine.runtime.mlx.context.MlxContext, which imports this module: no import back
 
@@ -38,9 +42,32 @@ def can_chain(ctx: MlxContext) -> bool:
     return not ctx.has_state and not ctx.observers.listening
 
 
-def greedy_chain(ctx: MlxContext, tokens: list[int], k: int, banned: tuple[int, ...]) -> tuple[list[int], np.ndarray]:
-    """Decode `tokens`, then k - 1 steps each on the last one's argmax: the k greedy tokens and
-    their rows (float32, banned ids at -inf). The cache ends holding `tokens` and the first k - 1."""
+class LaunchedChain:
+    """A chain launched and not waited for (a DeviceDraft): its ids and rows still on the device. The
+    draft model's cache holds the chain's steps already; its `tokens` catch up when the chain is read."""
+
+    def __init__(self, ctx: MlxContext, fed: list[int], ids: mx.array, rows: mx.array) -> None:
+        self._ctx, self._fed = ctx, fed
+        self.n, self.ids, self.rows = int(ids.shape[0]), ids, rows
+        self._read: tuple[list[int], np.ndarray] | None = None
+
+    def read(self, waited: bool = False) -> tuple[list[int], np.ndarray]:
+        """The ids and rows (float32, the ban written in, over the evaluated rows' own memory); a wait
+        for them unless `waited` says the device has them already (the verify's wait took them)."""
+        if self._read is None:
+            if not waited:
+                audit.wait(self.ids, self.rows)
+            drafted = [int(t) for t in self.ids.tolist()]
+            self._read = drafted, np.asarray(self.rows)
+            self._ctx.tokens.extend(self._fed + drafted[:-1])
+            self._ctx.launched = None
+        return self._read
+
+
+def launch_chain(ctx: MlxContext, tokens: list[int], k: int, banned: tuple[int, ...]) -> LaunchedChain:
+    """Decode `tokens`, then k - 1 steps each on the last one's argmax, every step launched
+    (mx.async_eval) and none waited for: the k greedy tokens and their rows, still on the device.
+    The cache holds `tokens` and the first k - 1 once it runs."""
     cache = ctx._open_cache()
     if ctx.n_past + len(tokens) + k - 1 > ctx.n_ctx:
         raise ValueError("the draft runs past the context")
@@ -57,10 +84,9 @@ def greedy_chain(ctx: MlxContext, tokens: list[int], k: int, banned: tuple[int, 
         rows.append(logits)
         chosen.append(token)
         y = token.astype(mx.uint32).reshape(1, 1)
-    stacked, picked = mx.stack(rows), mx.stack(chosen)
-    mx.eval(stacked, picked)
-    host = np.array(stacked.astype(mx.float32), copy=True)
-    drafted = [int(t) for t in picked.tolist()]
+    picked, stacked = mx.stack(chosen).astype(mx.uint32), mx.stack(rows).astype(mx.float32)
+    mx.async_eval(picked, stacked)
     ctx.decode_s += time.perf_counter() - t0
-    ctx.tokens.extend(tokens + drafted[:-1])
-    return drafted, host
+    launched = LaunchedChain(ctx, list(tokens), picked, stacked)
+    ctx.launched = launched
+    return launched

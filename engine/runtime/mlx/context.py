@@ -1,7 +1,8 @@
 """An MLX context as a RuntimeContext: mlx-lm's prompt cache, a decode that hands back rows, a rewind.
 
-A decode runs the model on a [1, n] batch and evaluates it (mx.eval); its rows come back as a
-float32 numpy array of their own. Rewind is the cache's own trim (mlx_lm.models.cache), which a
+A decode runs the model on a [1, n] batch and evaluates it, its greedy tokens too where the device
+takes them (argmax_on_device), in one mx.eval: one host sync a decode, counted by the eval audit (engine.runtime.mlx.audit). Its
+rows come back as a float32 numpy array over the evaluated array's own memory, no copy. Rewind is the cache's own trim (mlx_lm.models.cache), which a
 KV cache does; a recurrent layer's state (a hybrid model's) is undone from a snapshot taken before
 each batch (engine.runtime.mlx.snapshots). A cache with a layer that can do neither says so and
 decodes without speculation.
@@ -21,15 +22,17 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_p
 from engine.errors import Cancelled, ContextFullError, DraftlightError, RuntimeFailure
 from engine.runtime.contexts import common_prefix
 from engine.runtime.contextsize import auto_context
+from engine.runtime.mlx import audit
 from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
 from engine.runtime.mlx_check import one_line
-from engine.runtime.protocol import BatchObserver
+from engine.runtime.protocol import BatchObserver, LaunchedDraft
 
 if TYPE_CHECKING:
     import mlx.nn as nn
 
+    from engine.runtime.mlx.chain import LaunchedChain
     from engine.runtime.side import SideWork
 
 
@@ -48,11 +51,12 @@ class MlxContext:
     def __init__(self, model: LoadedModel, options: MlxOptions, max_rows: int = 1) -> None:
         self.model = model
         self.options = options
-        self.acceleration = options.acceleration()  # resolved once: none on MLX yet
+        self.acceleration = options.acceleration()  # resolved once: the device's argmax or none
         self.n_ctx = min(options.n_ctx, model.n_ctx_train) if options.n_ctx else auto_context(model.n_ctx_train)
         self.max_rows = max_rows
         self.tokens: list[int] = []  # what the cache holds, position by position
         self.decode_s = 0.0  # time inside the model's call and mx.eval, the rows' copy to numpy too
+        self.argmax: list[int] | None = None  # the latest decode's greedy token per row, where the device took it
         self._cache: list[Any] | None = make_prompt_cache(model.module)
         # A layer whose cache cannot drop a suffix holds a recurrent state (a hybrid model's
         # linear-attention or state-space layers): a draft is undone from the state kept before its batch.
@@ -62,6 +66,7 @@ class MlxContext:
         self.snapshots = StateSnapshots(model.module, self._cache, max_rows)
         self.rewinds_replayed = 0  # rewinds past the latest snapshot, done by decoding the kept tokens again
         self._fed: np.ndarray | None = None  # a fed batch's row, until collected
+        self.launched: LaunchedChain | None = None  # a draft chain launched on this context and not yet read
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
         # Drafters that read the target's hidden states (engine.runtime.mlx.hidden): every decoded batch.
@@ -70,6 +75,11 @@ class MlxContext:
     @property
     def n_past(self) -> int:
         return len(self.tokens)
+
+    @property
+    def host_syncs(self) -> int:
+        """The host's waits for MLX so far, every context's and drafter's in this process (the eval audit)."""
+        return audit.syncs()
 
     @property
     def can_rewind(self) -> bool:
@@ -98,8 +108,8 @@ class MlxContext:
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; their rows (all_logits) or the last, as float32.
 
-        The array is this decode's own. `side` work runs after the decode, before its rows are
-        handed back, as on a CPU: MLX's lazy evaluation overlapping it is for later.
+        The array is this decode's own (over the evaluated rows' memory). `side` work runs after the
+        decode, before its rows are handed back, as on a CPU: MLX's lazy evaluation overlapping it is for later.
         """
         n = len(tokens)
         if n == 0:
@@ -119,6 +129,8 @@ class MlxContext:
                 "or load the model with a larger context."
             )
         self._fed = None
+        self.argmax = None
+        self._settle()
         if side is not None:
             side.run_reading(self)
         if self.has_state:
@@ -135,11 +147,9 @@ class MlxContext:
             with decode_errors(self.model.name):
                 logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
                 if last:
-                    out = logits[0] if all_logits else logits[0, -1:]
-                    mx.eval(out)
-                    rows = np.array(out.astype(mx.float32), copy=True)
+                    rows = self._wait_for_rows(logits[0] if all_logits else logits[0, -1:], *self.observers.batch_arrays())
                 else:
-                    mx.eval([c.state for c in cache])
+                    audit.wait([c.state for c in cache], *self.observers.batch_arrays())
             self.decode_s += time.perf_counter() - t0
             self.observers.tell(chunk, self.n_past)
             self.tokens.extend(chunk)
@@ -148,15 +158,63 @@ class MlxContext:
         assert rows is not None
         return rows
 
-    def greedy_chain(self, tokens: list[int], k: int, banned: tuple[int, ...]) -> tuple[list[int], np.ndarray] | None:
-        """A greedy draft of k tokens after `tokens` as one lazy chain, one host sync for all of it
-        (engine.runtime.mlx.chain): its tokens and rows; None where a chain cannot run here."""
-        from engine.runtime.mlx.chain import can_chain, greedy_chain
+    def _wait_for_rows(self, out: mx.array, *also: mx.array) -> np.ndarray:
+        """The one wait of a decode: its rows (float32), their argmax where the device takes it, and
+        `also` (a draft the batch took in unread); the rows over the evaluated array's own memory."""
+        out = out if out.dtype == mx.float32 else out.astype(mx.float32)
+        if self.acceleration.argmax_on_device:
+            top = mx.argmax(out, axis=-1)
+            audit.wait(out, top, *also)
+            self.argmax = top.tolist()  # evaluated with the rows: no second sync
+        else:
+            audit.wait(out, *also)
+        return np.asarray(out)  # a host array on a CPU and on unified memory: no copy
+
+    def decode_unread(self, last: int, draft: LaunchedDraft) -> np.ndarray:
+        """The verify of a draft still on the device (Draft.unread): [last, *its ids] decoded with the
+        ids as they stand, and one wait for the rows and the draft's tokens and rows together."""
+        launched = draft.unread()
+        if launched is None:
+            return self.decode([last, *draft.tokens], all_logits=True)
+        n = 1 + launched.n
+        if n > self.max_rows:
+            raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
+        cache = self._open_cache()
+        if self.n_past + n > self.n_ctx:
+            raise ContextFullError(
+                f"the context window is full ({self.n_ctx:,} tokens): start a new conversation "
+                "or load the model with a larger context."
+            )
+        self._fed = self.argmax = None
+        self._settle()
+        if self.has_state:
+            self.snapshots.keep(cache, self.n_past, n)
+        t0 = time.perf_counter()
+        batch = mx.concatenate([mx.array([last], dtype=mx.uint32), launched.ids.astype(mx.uint32)])[None]
+        logits = self.observers.forward(batch, cache)[0]
+        rows = self._wait_for_rows(logits, launched.ids, launched.rows, *self.observers.batch_arrays())
+        draft.settle(waited=True)
+        self.decode_s += time.perf_counter() - t0
+        tokens = [last, *draft.tokens]
+        self.observers.tell(tokens, self.n_past)
+        self.tokens.extend(tokens)
+        return rows
+
+    def greedy_chain(self, tokens: list[int], k: int, banned: tuple[int, ...]) -> LaunchedChain | None:
+        """A greedy draft of k tokens after `tokens` as one lazy chain, launched and not waited for
+        (engine.runtime.mlx.chain); None where a chain cannot run here."""
+        from engine.runtime.mlx.chain import can_chain, launch_chain
 
         if not can_chain(self):
             return None
         self._fed = None
-        return greedy_chain(self, tokens, k, banned)
+        self._settle()
+        return launch_chain(self, tokens, k, banned)
+
+    def _settle(self) -> None:
+        """Read a chain launched here and not read yet: the cache holds its steps, `tokens` catch up."""
+        if self.launched is not None:
+            self.launched.read()
 
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode at once and keep the row for `collect`: nothing on MLX computes on behind the host yet."""
@@ -180,6 +238,7 @@ class MlxContext:
     def rewind(self, keep: int) -> None:
         """Forget every position from `keep` on: each layer's cache trimmed (mlx-lm's trim), a
         recurrent layer's state put back from its snapshot."""
+        self._settle()
         if keep >= len(self.tokens):
             return
         if keep <= 0:
@@ -251,6 +310,7 @@ class MlxContext:
 
     def clear(self) -> None:
         self._open_cache()
+        self.launched = None
         self._cache = make_prompt_cache(self.model.module)
         self.tokens.clear()
         self.snapshots.forget()
@@ -291,10 +351,14 @@ class MlxContext:
         """Decode without telling the observers (nor computing hidden states for them): a plain reply."""
         return self.observers.paused()
 
-    # The accelerations' seams: none on MLX yet (MlxOptions.acceleration says why).
+    # The accelerations' seams: the device's argmax alone on MLX (MlxOptions.acceleration says why).
 
     def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
-        return None
+        """The latest decode's greedy token per row, where the device took them: None for a row whose
+        token is banned (the caller scans that row with the ban), as llama.cpp's context answers."""
+        if self.argmax is None or not banned or all(t not in banned for t in self.argmax):
+            return self.argmax
+        return [None if t in banned else t for t in self.argmax]
 
     def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
         return None

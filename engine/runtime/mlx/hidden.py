@@ -24,6 +24,7 @@ import mlx.nn as nn
 import numpy as np
 
 from engine.errors import RuntimeFailure
+from engine.runtime.mlx import audit
 from engine.runtime.protocol import BatchObserver
 
 # A model's logits against lm_head(model(x)) on one token, relative to their size: the same
@@ -72,7 +73,7 @@ class Parts:
         x = mx.array([[0]], dtype=mx.uint32)
         theirs = self.module(x)
         ours = self.head(self.inner(x))
-        mx.eval(theirs, ours)
+        audit.wait(theirs, ours)
         size = max(1.0, float(mx.abs(theirs).max()))
         if theirs.shape != ours.shape or float(mx.abs(theirs - ours).max()) > SAME_LOGITS * size:
             raise RuntimeFailure(
@@ -93,6 +94,7 @@ class BatchTaps:
         self.recording = False
         self.layer_out: dict[int, mx.array] = {}  # the latest batch's tapped layers, [1, n, width] each
         self.hidden: mx.array | None = None  # the latest batch's last layer, normed, [1, n, width]
+        self._waited = False  # the decode's own wait took the batch's arrays in (batch_arrays)
 
     @property
     def parts(self) -> Parts:
@@ -166,13 +168,24 @@ class BatchTaps:
         finally:
             self.recording = False
         self.hidden = hidden
+        self._waited = False
         return parts.head(hidden)
+
+    def batch_arrays(self) -> list[mx.array]:
+        """What the observers will read of the batch just run, for the decode's own wait to take in
+        (`tell` then reads them without waiting again); the tapped layers' outputs as float32."""
+        if not self.listening or self.hidden is None:
+            return []
+        self.layer_out = {i: out.astype(mx.float32) for i, out in self.layer_out.items()}
+        self._waited = True
+        return [self.hidden, *self.layer_out.values()]
 
     def tell(self, tokens: list[int], start: int) -> None:
         """Hand the batch just decoded to every observer, with its hidden states where asked."""
         if not self.listening or self.hidden is None:
             return
-        mx.eval(self.hidden, *self.layer_out.values())
+        if not self._waited:
+            audit.wait(*self.batch_arrays())
         wanted = any(hidden for _, hidden in self.entries)
         rows = np.array(self.hidden[0].astype(mx.float32), copy=True) if wanted else None
         for observer, wants in list(self.entries):

@@ -19,6 +19,10 @@ class MlxOptions:
     pipelined_rounds: ClassVar[bool] = True
     n_ctx: int = 4096  # positions a context holds at most (the model's own limit, if smaller)
     prefill_chunk: int = 512  # tokens a decode runs at once; a cancelled prefill stops between chunks
+    # Each row's greedy token taken in the decode's graph, read with its rows in one sync. None: on a
+    # GPU (where it saves the host a pass over each row); on MLX's CPU backend its argmax is several
+    # times slower than numpy's over the same memory, which the rows share without a copy there.
+    argmax_on_device: bool | None = None
 
     @property
     def mode(self) -> str:
@@ -33,11 +37,11 @@ class MlxOptions:
         return runtime_version()
 
     def acceleration(self) -> Acceleration:
-        """None yet. Each switch is a llama.cpp seam: the device's argmax and softmax parts are a
-        sampler in llama.cpp's graph, kept rows its output buffers, overlap a decode launched and read
-        later. On MLX each is a lazy graph evaluated later (mx.async_eval), to be built and measured
-        on Apple silicon, where the rows' copy to the host and the launch gaps are what they save."""
-        return Acceleration()
+        """The device's argmax (argmax_on_device, above). The other switches are llama.cpp seams:
+        kept rows its output buffers, overlap a decode launched and read later; on MLX each would be
+        a lazy graph evaluated later (mx.async_eval), to be measured on Apple silicon."""
+        argmax = device() == "gpu" if self.argmax_on_device is None else self.argmax_on_device
+        return Acceleration(argmax_on_device=argmax)
 
 
 @functools.cache

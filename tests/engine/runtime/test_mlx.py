@@ -5,6 +5,7 @@ speculative decoding. Fast: tiny random-weight qwen2 models built here, on MLX's
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,10 +19,11 @@ from mlx.utils import tree_flatten  # noqa: E402
 from mlx_lm.generate import speculative_generate_step  # noqa: E402
 from mlx_lm.models import mamba, qwen2  # noqa: E402
 
+from engine.cli import summary  # noqa: E402
 from engine.depth import FixedDepth  # noqa: E402
 from engine.drafting import ModelDrafter  # noqa: E402
 from engine.errors import Cancelled, RuntimeFailure  # noqa: E402
-from engine.events import RunStats, TokenEvent, TokenKind  # noqa: E402
+from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind  # noqa: E402
 from engine.rounds import GenerationConfig, Prefill  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
 from engine.runtime.protocol import Acceleration  # noqa: E402
@@ -308,3 +310,34 @@ def test_a_folder_with_a_tokenizer_loads_through_mlx_lm_and_spells_bytes(tmp_pat
     assert model.piece(half) == b"\xc3"
     ctx = model.new_context()
     assert ctx.decode(ids, all_logits=False).shape == (1, args.vocab_size)
+
+
+def test_the_devices_argmax_takes_each_rows_own_token_and_writes_the_same_reply(target):
+    """MlxOptions(argmax_on_device=True) (a GPU's default) on MLX's CPU backend: each row's greedy token
+    is the row's own argmax, a banned one left to the host's scan, and the reply's ids and provenance
+    are those the host's argmax gives."""
+    on_device = MlxModel(target.module, VOCAB, "target", options=MlxOptions(argmax_on_device=True))
+    assert on_device.options.acceleration() == Acceleration(argmax_on_device=True)
+    ctx = on_device.new_context(max_rows=len(PROMPT))
+    rows = ctx.decode(PROMPT, all_logits=True)
+    tops = [int(t) for t in rows.argmax(axis=1)]
+    assert ctx.device_choices() == tops
+    assert ctx.device_choices((tops[0],)) == [None if t == tops[0] else t for t in tops]
+    for depth in (0, 3):
+        ours, theirs = tokens(reply(on_device, on_device, depth)), tokens(reply(target, target, depth))
+        assert [(t.token_id, t.kind) for t in ours] == [(t.token_id, t.kind) for t in theirs]
+
+
+def test_the_eval_audit_counts_each_rounds_host_syncs(target):
+    """A round waits for MLX once: a plain round for its decode; a draft model's for its verify, which
+    takes the chain of drafts in unread and brings back their tokens and rows with its own. The
+    reply's total is the rounds' sum; the prefill's round waits for nothing."""
+    for drafter, depth, per_round in ((None, 0, 1), (target, 3, 1)):
+        events = reply(target, drafter, depth)
+        rounds = [e for e in events if isinstance(e, RoundEvent)]
+        assert rounds[0].from_prefill and rounds[0].host_syncs is None
+        assert [r.host_syncs for r in rounds[1:]] == [per_round] * (len(rounds) - 1)
+        stats = events[-1]
+        assert isinstance(stats, RunStats) and stats.host_syncs == per_round * stats.rounds
+        assert stats.to_json()["host_syncs"] == stats.host_syncs
+        assert re.search(r"; host [\d.]+ ms and 1\.0 syncs a round; max_tokens\]$", summary(stats))
