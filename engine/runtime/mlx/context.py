@@ -147,7 +147,9 @@ class MlxContext:
             with decode_errors(self.model.name):
                 logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
                 if last:
-                    rows = self._wait_for_rows(logits[0] if all_logits else logits[0, -1:], *self.observers.batch_arrays())
+                    rows = self._wait_for_rows(
+                        logits[0] if all_logits else logits[0, -1:], *self.observers.batch_arrays()
+                    )
                 else:
                     audit.wait([c.state for c in cache], *self.observers.batch_arrays())
             self.decode_s += time.perf_counter() - t0
