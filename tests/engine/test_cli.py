@@ -157,7 +157,7 @@ def test_the_break_even_gauge_is_in_the_stats_and_the_summary(tmp_path, monkeypa
     result = chat("--json", *args, tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     line = json.loads(result.stdout.splitlines()[-1])
-    expected = gauge([RunStats.from_json(line)], saved.plain_pass_s)
+    expected = gauge([RunStats.from_json(line)], saved.plain_pass_s, saved.basis())
     assert line["plain_tps"] == pytest.approx(1 / saved.plain_pass_s) == pytest.approx(expected.plain_tps)
     assert line["speedup"] == pytest.approx(expected.speedup) and line["verdict"] == expected.verdict()
     text = chat(*args, tmp_path=tmp_path)

@@ -139,6 +139,7 @@ def test_the_command_reads_like_a_doctors_report(target_path, smollm_path, tmp_p
         "Probe",
         "Prediction",
         "Suggestion",
+        "Ledger",
     ]
     ascii_run = subprocess.run(
         [sys.executable, "-m", "engine.cli", "pair", str(target_path), str(smollm_path), "--no-probe"],

@@ -14,9 +14,11 @@ import os
 import random
 import resource
 import shutil
+import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -235,6 +237,23 @@ class Measured:
     seconds: float
 
 
+# A small launcher forks the run and reads its peak RSS with wait4. A child forked straight from the test
+# process would report that process's own high-water mark (Linux keeps it across fork and exec), so a
+# test run that loaded a model first would see every case as large as that model.
+_MEASURED_CHILD = """
+import os, signal, subprocess, sys
+child = subprocess.Popen([sys.executable, *sys.argv[2:]])
+_, status, usage = os.wait4(child.pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
 def run_measured(args: list[str], timeout_s: float, memory_mb: int) -> Measured:
     """`python -m engine.cli ARGS` under an address-space cap, its own peak RSS read from wait4."""
 
@@ -244,14 +263,17 @@ def run_measured(args: list[str], timeout_s: float, memory_mb: int) -> Measured:
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     start = time.monotonic()
+    fd, rss_path = tempfile.mkstemp(prefix="draftlight-rss-")
+    os.close(fd)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", *args],
+        [sys.executable, "-c", _MEASURED_CHILD, rss_path, "-m", "engine.cli", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
         env=env,
         preexec_fn=limit,
+        start_new_session=True,  # a timeout kills the launcher and the run it waits on together
     )
     streams: dict[str, bytes] = {}
     readers = [
@@ -264,7 +286,7 @@ def run_measured(args: list[str], timeout_s: float, memory_mb: int) -> Measured:
 
     def kill() -> None:
         timed_out.set()
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
 
     timer = threading.Timer(timeout_s, kill)
     timer.start()
@@ -274,7 +296,10 @@ def run_measured(args: list[str], timeout_s: float, memory_mb: int) -> Measured:
     for reader in readers:
         reader.join()
     seconds = time.monotonic() - start
-    rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    del usage  # the launcher's own figure carries the high-water mark of the process it was forked from
+    recorded = Path(rss_path).read_text().strip()
+    Path(rss_path).unlink()
+    rss = int(recorded or 0) * (1 if sys.platform == "darwin" else 1024)
     outcome = Outcome(
         0 if timed_out.is_set() else proc.returncode,
         streams.get("out", b"").decode(errors="replace"),
