@@ -63,8 +63,10 @@ def theirs(binary: Path, target: Path, rendered: str, tokens: int, threads: int)
     return {"tps": e_n / (e_ms / 1e3), "prompt_tokens": p_n, "tokens": e_n + 1}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def default_setup(doc: str | None) -> tuple[argparse.Namespace, str, Path, str, int, Path]:
+    """The arguments, the prompt, the default target, the prompt's rendered bytes, the threads and stock
+    llama-completion: what every benchmark against llama.cpp's default starts from."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--prompt", default="code", help="a built-in prompt of the ruler")
@@ -82,6 +84,11 @@ def main() -> int:
     rendered = template_for(vocab).render([Message("user", text)])
     vocab.close()
     binary = completion_binary()
+    return args, text, target, rendered, threads, binary
+
+
+def main() -> int:
+    args, text, target, rendered, threads, binary = default_setup(__doc__)
     arms = {
         "draftlight chat (default: depth auto)": lambda: ours(text, args.tokens, []),
         "llama-completion, its defaults": lambda: theirs(binary, target, rendered, args.tokens, threads),

@@ -15,7 +15,6 @@ llama-completion's.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cpu_defaults import completion_binary, ours, theirs  # noqa: E402
+from cpu_defaults import default_setup, ours, theirs  # noqa: E402
 
 
 def corrupted(profile: dict) -> dict:
@@ -40,24 +39,8 @@ def corrupted(profile: dict) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--prompt", default="code", help="a built-in prompt of the ruler")
-    args = ap.parse_args()
-
-    from engine.chat import Message, template_for
+    args, text, target, rendered, threads, binary = default_setup(__doc__)
     from engine.models import catalog
-    from engine.ruler.prompts import built_in
-    from engine.runtime import Model, RuntimeOptions
-
-    text = built_in([args.prompt])[0].text
-    target = catalog.resolve(catalog.DEFAULT_TARGET)
-    threads = RuntimeOptions().threads
-    vocab = Model(target, RuntimeOptions(), vocab_only=True)
-    rendered = template_for(vocab).render([Message("user", text)])
-    vocab.close()
-    binary = completion_binary()
 
     cache = Path(tempfile.mkdtemp(prefix="draftlight-recovery-"))
     for part in catalog.cache_dir().iterdir():
