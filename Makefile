@@ -67,9 +67,11 @@ mlx-models: models
 test-mlx-real: models mlx-models
 	DRAFTLIGHT_MLX_REAL=1 $(PY) -m pytest tests/engine/runtime/test_mlx_convert.py -q
 
+# The linters, and the type checker on engine/ (pyproject's [tool.mypy]).
 lint: $(INSTALLED)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 bench: models
 	$(PY) benchmarks/engine_bench.py

@@ -173,4 +173,8 @@ def acceptance_by_segment(tokens: list[TokenEvent], rounds: Iterable[RoundEvent]
             part["accepted"] += 1
         if r.drafted > r.accepted:  # refused drafts count where the target's own token landed
             where.get((r.round_index, r.accepted), last)["drafted"] += r.drafted - r.accepted
-    return tuple(ContentStats(s.kind, start=s.start, end=s.end, **a) for s, a in zip(segments, acc))
+    counts = ("tokens", "decoded_tokens", "drafted", "accepted")
+    return tuple(
+        ContentStats(s.kind, **{k: int(a[k]) for k in counts}, rounds=a["rounds"], start=s.start, end=s.end)
+        for s, a in zip(segments, acc)
+    )

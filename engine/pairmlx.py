@@ -40,7 +40,8 @@ def mlx_facts(folder: MlxFolder) -> ModelFacts:
     width = folder.hidden_size or 0
     head_dim = _count(config, "head_dim") or (width // heads if heads else 0)
     interval = _count(config, "full_attention_interval")
-    hybrid = interval is not None and interval > 1
+    interval = interval if interval is not None and interval > 1 else None
+    hybrid = interval is not None
     return ModelFacts(
         path=str(folder.path),
         name=mlx_compat.name_of(folder),
@@ -48,7 +49,7 @@ def mlx_facts(folder: MlxFolder) -> ModelFacts:
         file_bytes=folder.size,
         state_kind="hybrid" if hybrid else "",
         layers=layers,
-        kv_layers=layers // interval if hybrid else layers,
+        kv_layers=layers // interval if interval is not None else layers,
         kv_heads=kv_heads,
         key_dim=head_dim,
         value_dim=head_dim,

@@ -10,13 +10,14 @@ from collections.abc import Callable
 def terminal_progress(stream=None) -> Callable[[int, int, str], None]:
     """A one-line progress bar: report(done, total, label), bytes."""
     stream = stream or sys.stderr
-    state = {"label": None, "last": 0.0}
+    last_label: list[str | None] = [None]
+    last_at = [0.0]
 
     def report(done: int, total: int, label: str) -> None:
         now = time.monotonic()
-        if label == state["label"] and done < total and now - state["last"] < 0.1:
+        if label == last_label[0] and done < total and now - last_at[0] < 0.1:
             return
-        state["label"], state["last"] = label, now
+        last_label[0], last_at[0] = label, now
         frac = done / total if total else 1.0
         bar = "#" * int(frac * 30)
         stream.write(f"\r{label}: [{bar:<30}] {frac:6.1%} {done / 1e6:,.0f}/{total / 1e6:,.0f} MB")

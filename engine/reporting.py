@@ -7,6 +7,7 @@ events until the probabilities left to side work are in (on an accelerator, one 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from engine.content import acceptance_by_segment
 from engine.depth import Depth
@@ -101,7 +102,7 @@ def run_stats(
     text: str,
     prefill: Prefill,
     n_ctx: int,
-    shown: list[TokenEvent] = (),
+    shown: Sequence[TokenEvent] = (),
 ) -> RunStats:
     """The reply's totals, from its rounds; the prefill's round counts no decode time."""
     decode = [(r, s) for r, s in rounds if not r.from_prefill]
@@ -129,7 +130,7 @@ def run_stats(
         commit_s=sum(r.commit_ms for r, _ in decode) / 1e3,
         rewind_s=sum(r.rewind_ms for r, _ in decode) / 1e3,
         overhead_s=sum(r.overhead_ms for r, _ in decode) / 1e3,
-        host_syncs=None if any(r.host_syncs is None for r, _ in decode) else sum(r.host_syncs for r, _ in decode),
+        host_syncs=None if any(r.host_syncs is None for r, _ in decode) else sum(r.host_syncs or 0 for r, _ in decode),
         finish_reason=finish,
         message=messages.get(finish, ""),
         text=text,

@@ -56,6 +56,8 @@ class Sampler:
         """The next token: the argmax when greedy, else a draw from `probs`."""
         if self.greedy:
             return int(row.argmax())
+        if probs is None:
+            raise ValueError("a draw needs the row's probabilities: pass probs unless sampling is greedy")
         return self.draw(probs)
 
     def draw(self, probs: np.ndarray) -> int:

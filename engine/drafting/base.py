@@ -184,10 +184,13 @@ class Drafter(Protocol):
     # Takes in its round's last draft during the verify (a draft model on CUDA): the round's side
     # work then carries that decode, so a reply makes side work for it.
     overlaps: bool
-    # Its own context, whose time inside the backend the round counts as the drafter's; None for a
-    # drafter that decodes nothing (n-grams). Where it has one, the next decode after a round is
-    # its own, so the round may leave the target's rows in place for side work to read.
-    ctx: DrafterContext | None
+
+    @property
+    def ctx(self) -> DrafterContext | None:
+        """Its own context, whose time inside the backend the round counts as the drafter's; None for a
+        drafter that decodes nothing (n-grams). Where it has one, the next decode after a round is
+        its own, so the round may leave the target's rows in place for side work to read."""
+        ...
 
     def prefill(self, history: list[int]) -> None:
         """Make the cache hold every committed token but the last, reusing what matches."""

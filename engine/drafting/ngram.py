@@ -30,7 +30,9 @@ class NgramDrafter(OwnPace):
     def __init__(self, max_ngram: int = 4, min_ngram: int = 1) -> None:
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
-        self.reset()
+        self._latest: dict[tuple[int, ...], int] = {}
+        self._indexed = 0
+        self._seen: list[int] = []
 
     def prefill(self, history: list[int]) -> None:
         if self._indexed > len(history) or self._seen[: self._indexed] != history[: self._indexed]:
@@ -77,9 +79,9 @@ class NgramDrafter(OwnPace):
             self.reset()
 
     def reset(self) -> None:
-        self._latest: dict[tuple[int, ...], int] = {}
+        self._latest = {}
         self._indexed = 0
-        self._seen: list[int] = []
+        self._seen = []
 
     def close(self) -> None:
         """Nothing to free."""

@@ -307,6 +307,8 @@ def assemble(model: CatalogModel, parts: list[Path], dest: Path, progress: Progr
 def _from_hf(model: CatalogModel, local_only: bool, progress: Progress | None) -> Path:
     from huggingface_hub import hf_hub_download
 
+    if model.hf_repo is None:
+        raise ModelFileError(f"{model.key} has no Hugging Face repository to fetch it from.")
     kwargs = {}
     if progress is not None and not local_only:
         kwargs["tqdm_class"] = _tqdm_reporting(progress, f"downloading {model.filename}")
@@ -368,8 +370,8 @@ def resolve(spec: str | Path | CatalogModel, progress: Progress | None = None, d
         model = spec
     else:
         text = str(spec)
-        model = lookup(text) if text != "default" else DEFAULT_TARGET
-        if model is None:
+        named = lookup(text) if text != "default" else DEFAULT_TARGET
+        if named is None:
             path = Path(text).expanduser()
             if path.exists():
                 return hf_snapshot(path) or path
@@ -381,6 +383,7 @@ def resolve(spec: str | Path | CatalogModel, progress: Progress | None = None, d
                     "machine called that: `draftlight models --list` shows them, by the names --target takes."
                 )
             return found
+        model = named
     tried: list[str] = []
 
     if models_dir().is_dir():

@@ -80,8 +80,8 @@ def local_models(
     cache = "Library/Caches/llama.cpp" if sys.platform == "darwin" else ".cache/llama.cpp"
     llama_cache = Path(env.get("LLAMA_CACHE") or home / cache)
     candidates += [(p, p.name, "llama.cpp cache") for p in _ggufs(llama_cache)]
-    folders = [Path(folder).expanduser() for folder in folders]
-    for root in folders:
+    roots = [Path(folder).expanduser() for folder in folders]
+    for root in roots:
         candidates += [(p, str(p.relative_to(root)), str(root)) for p in _ggufs(root)]
     for path, name, source in candidates:
         try:
@@ -93,8 +93,8 @@ def local_models(
         model = _describe(real, name, source)
         if model is not None:
             found[real] = model
-    roots = [(r, "LM Studio") for r in lm_studio] + [(hub, "Hugging Face cache")] + [(r, str(r)) for r in folders]
-    for model in _mlx_models(roots, hub):
+    places = [(r, "LM Studio") for r in lm_studio] + [(hub, "Hugging Face cache")] + [(r, str(r)) for r in roots]
+    for model in _mlx_models(places, hub):
         found.setdefault(model.path, model)
     return sorted(found.values(), key=lambda m: (m.name.lower(), m.source))
 

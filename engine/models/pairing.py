@@ -135,7 +135,7 @@ def memory_needed(
         target_weights=target.file_bytes,
         drafter_weights=drafter.file_bytes if drafter is not None and drafter.path != target.path else 0,
         target_kv=target.kv_cache_bytes(n_ctx, kv_type),
-        drafter_kv=drafter.kv_cache_bytes(n_ctx, kv_type) if own_cache else 0,
+        drafter_kv=drafter.kv_cache_bytes(n_ctx, kv_type) if own_cache and drafter is not None else 0,
         n_ctx=n_ctx,
         kv_type=kv_type,
         runtime=runtime,

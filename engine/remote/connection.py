@@ -79,7 +79,7 @@ class Endpoint:
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         parts = urlsplit(self.url.strip())
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        return kind(parts.hostname, parts.port, timeout=timeout)
+        return kind(parts.hostname or "", parts.port, timeout=timeout)
 
     def _path(self, path: str) -> str:
         return urlsplit(self.url.strip()).path.rstrip("/") + path

@@ -77,8 +77,9 @@ class LlamaServerRemote(OpenAIRemote):
 
 def _milliseconds(d: dict | None, key: str) -> float | None:
     value = d.get(key) if d else None
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if number and math.isfinite(value) and value >= 0 else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
 
 
 def _is_llama_server(props: dict) -> bool:

@@ -36,7 +36,8 @@ class Sample:
 def _labels(text: str) -> tuple[tuple[str, str], ...] | None:
     """`{a="1",b="x"}` as pairs; None where it does not read as labels."""
     inner = text[1:-1]
-    out, pos = [], 0
+    out: list[tuple[str, str]] = []
+    pos = 0
     while pos < len(inner):
         m = _LABEL.match(inner, pos)
         if m is None or m.end() == pos:

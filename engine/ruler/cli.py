@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from engine.depth import AUTO, MAX_DEPTH
@@ -26,7 +27,7 @@ def _depths(text: str) -> list[int]:
     return depths
 
 
-def arms_for(args: argparse.Namespace, drafter_kinds: list[str] = (kinds.MODEL.name,)) -> list[Arm]:
+def arms_for(args: argparse.Namespace, drafter_kinds: Sequence[str] = (kinds.MODEL.name,)) -> list[Arm]:
     """Depth 0, then every drafter kind at every depth asked for; llama.cpp's arms beside ours."""
     depths = sorted(set(args.depths) - {0})
     drafting = [Arm("ours", kind, d) for kind in drafter_kinds for d in depths]

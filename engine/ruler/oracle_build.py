@@ -332,7 +332,7 @@ def _run_logged(cmd: list[str], out, log: Path, progress: Progress, stage: str) 
     out.flush()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     assert proc.stdout is not None
-    shown, errors = -1, []
+    shown, errors = -1, list[str]()
     for line in proc.stdout:
         out.write(line)
         if _ERROR.search(line) and len(errors) < 3:

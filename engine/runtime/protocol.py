@@ -76,7 +76,9 @@ class RunOptions(Protocol):
 
     runtime: ClassVar[str]  # "llama" or "mlx" (engine.runtime.formats.RUNTIMES)
     pipelined_rounds: ClassVar[bool]  # a round may overlap its next step, so it can take less than a lone pass
-    n_ctx: int
+
+    @property
+    def n_ctx(self) -> int: ...
 
     @property
     def mode(self) -> str:
@@ -98,9 +100,15 @@ class RunOptions(Protocol):
 class RuntimeModel(Protocol):
     """A loaded model as the round sees it: its name and vocabulary, and how to open a context."""
 
-    name: str
     n_vocab: int
-    options: RunOptions  # what it was loaded with, and its contexts run on by default
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def options(self) -> RunOptions:
+        """What it was loaded with, and its contexts run on by default."""
+        ...
 
     def piece(self, token: int) -> bytes:
         """The bytes a token stands for (special tokens render as nothing)."""
@@ -125,14 +133,22 @@ class TextModel(RuntimeModel, Protocol):
     """A loaded model with its tokenizer, as chats, templates and the pairing rules see it: what
     the engine asks of a target or a draft model on any runtime."""
 
-    path: Path | None  # the file or folder it was loaded from
-    architecture: str  # "qwen2", "llama", "qwen3_5", ...
     n_ctx_train: int
     bos: int  # -1 for none
     eos: int
     add_bos: bool  # whether a prompt starts with `bos`
     add_eos: bool
     vocab_type: int  # llama.cpp's numbers: 1 SentencePiece, 2 byte-level BPE, ...
+
+    @property
+    def path(self) -> Path | None:
+        """The file or folder it was loaded from."""
+        ...
+
+    @property
+    def architecture(self) -> str:
+        """ "qwen2", "llama", "qwen3_5", ..."""
+        ...
 
     @property
     def chat_template(self) -> str | None:
@@ -169,7 +185,6 @@ class TextModel(RuntimeModel, Protocol):
 class RuntimeContext(Protocol):
     """One inference context: its cache, a decode that hands back rows of logits, a rewind."""
 
-    model: RuntimeModel
     acceleration: Acceleration
     n_ctx: int  # positions the cache holds at most
     max_rows: int  # rows of logits one decode hands back at most: 1 + the deepest draft it verifies
@@ -177,6 +192,9 @@ class RuntimeContext(Protocol):
     decode_s: float  # time inside the backend's decodes so far (the round's accounting)
     has_state: bool  # a recurrent state beside (or instead of) a KV cache
     rollback_depth: int  # how far back the latest batch can be undone
+
+    @property
+    def model(self) -> RuntimeModel: ...
 
     @property
     def n_past(self) -> int: ...

@@ -119,7 +119,7 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
     def extra(stats: RunStats, tokens: list[TokenEvent], rounds: list[RoundEvent]) -> dict:
         """What `draftlight chat --json` adds to its stats line."""
         plain_pass_s = engine.plain_pass_s()
-        out = {"rejections": rejection_anatomy(tokens, rounds, plain_pass_s).to_json()}
+        out: dict[str, object] = {"rejections": rejection_anatomy(tokens, rounds, plain_pass_s).to_json()}
         out["drafter_kind"] = engine.drafter.kind if engine.drafter is not None else NONE.name
         found = gauge([stats], plain_pass_s, engine.profile_basis())
         if found is not None:

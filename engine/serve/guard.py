@@ -44,7 +44,7 @@ class _DeadlineH11(H11Protocol):
     _head_timer: asyncio.TimerHandle | None = None
     _stall_timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._arm_head()
 

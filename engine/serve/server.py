@@ -55,7 +55,8 @@ def serve(engine: Engine, host: str, port: int, config: ServeConfig) -> None:
     import uvicorn
 
     check_binding(host, config.token)
-    model_id = engine.target.path.stem  # a file name: what OpenAI clients expect of an id
+    # a file name: what OpenAI clients expect of an id
+    model_id = engine.target.path.stem if engine.target.path is not None else engine.target.name
     print(f"draftlight: serving {model_id} on http://{host}:{port} (Ctrl-C stops)", file=sys.stderr, flush=True)
     deadlines = config.deadlines
     uvicorn.run(

@@ -175,11 +175,11 @@ class DraftContext:
             raise RuntimeFailure(f"llama.cpp failed to run {self.what} on {len(entries)} entries (code {rc}).")
         logits = np.empty((len(outputs), self.n_vocab), dtype=np.float32)
         states = np.zeros((len(outputs), self.width), dtype=np.float32)
-        for row, i in enumerate(outputs):
-            logits[row] = np.ctypeslib.as_array(llama.llama_get_logits_ith(self.ptr, i), shape=(self.n_vocab,))
+        for at, i in enumerate(outputs):
+            logits[at] = np.ctypeslib.as_array(llama.llama_get_logits_ith(self.ptr, i), shape=(self.n_vocab,))
             state = llama_ext.llama_get_embeddings_nextn_ith(self.ptr, i)
             if state:
-                states[row] = np.ctypeslib.as_array(state, shape=(self.width,))
+                states[at] = np.ctypeslib.as_array(state, shape=(self.width,))
         self.decode_s += time.perf_counter() - t0
         self.n_past = max(self.n_past, max(pos for _, pos, _, _ in entries) + 1)
         return logits, states

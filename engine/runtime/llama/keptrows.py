@@ -134,6 +134,7 @@ class RowKeeper:
 
     def _allocate(self, buft: int) -> bool:
         g = self._ggml
+        assert g is not None  # usable() said so before any allocation
         self.close()
         params = _InitParams(4 * g.ggml_tensor_overhead(), None, True)
         self._gctx = g.ggml_init(params)
@@ -159,6 +160,7 @@ class RowKeeper:
         """The graph's slot for the decode's row: looked up for its last position in the table, or
         the host's (positions 0); None where the positions are not in the graph."""
         g = self._ggml
+        assert g is not None
         if self._table is None:
             return g.ggml_view_1d(gctx, self._inputs, 1, 0)
         pos = g.ggml_graph_get_tensor(gf, self._POSITIONS)

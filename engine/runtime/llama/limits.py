@@ -30,7 +30,9 @@ def kv_cache_bytes(metadata: dict, architecture: str, n_ctx: int, kv_type: str) 
     n_layer = metadata.get(key + "block_count")
     n_head = metadata.get(key + "attention.head_count")
     n_embd = metadata.get(key + "embedding_length")
-    if not all(isinstance(v, int) and v > 0 for v in (n_layer, n_head, n_embd)):
+    if not (isinstance(n_layer, int) and isinstance(n_head, int) and isinstance(n_embd, int)):
+        return None
+    if min(n_layer, n_head, n_embd) <= 0:
         return None
     n_head_kv = metadata.get(key + "attention.head_count_kv")
     n_head_kv = n_head_kv if isinstance(n_head_kv, int) and n_head_kv > 0 else n_head

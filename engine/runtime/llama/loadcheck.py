@@ -42,7 +42,8 @@ def _problems(info: GGUFInfo) -> list[str]:
     if blocks is not None and nextn is not None and nextn > blocks:
         found.append(f"{arch}.nextn_predict_layers is {nextn:,}, more than its {blocks:,} layers")
     if blocks is not None and 0 < blocks <= LLAMA_MAX_LAYERS:
-        past = sorted({_layer(name) for name in info.tensor_names} - {None} - set(range(blocks)))
+        named = {_layer(name) for name in info.tensor_names}
+        past = sorted({n for n in named if n is not None} - set(range(blocks)))
         if past:
             found.append(f"it holds tensors for layer {past[0]:,}, past its {arch}.block_count of {blocks:,}")
     found += _expert_problems(info)

@@ -18,6 +18,7 @@ from engine.runtime.llama.context import Context
 from engine.runtime.llama.loadcheck import check_loadable
 from engine.runtime.llama.options import RuntimeOptions
 from engine.runtime.llama.probe import ensure_loadable
+from engine.runtime.protocol import RunOptions
 
 
 class Model:
@@ -155,6 +156,8 @@ class Model:
     def __del__(self) -> None:
         self.close()
 
-    def new_context(self, max_rows: int = 1, kept_rows: int = 0, options: RuntimeOptions | None = None) -> Context:
+    def new_context(self, max_rows: int = 1, kept_rows: int = 0, options: RunOptions | None = None) -> Context:
         """A context on this model (RuntimeModel.new_context), on `options` or the model's own."""
+        if options is not None and not isinstance(options, RuntimeOptions):
+            raise TypeError(f"a llama.cpp context runs on llama.cpp's options, not {type(options).__name__}")
         return Context(self, options, max_rows=max_rows, kept_rows=kept_rows)

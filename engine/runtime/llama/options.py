@@ -9,7 +9,7 @@ from typing import ClassVar, Protocol
 
 from engine.runtime.gguf import GGUFInfo
 from engine.runtime.llama.backend import default_threads, offloads_to_cuda, offloads_to_gpu, runtime_version
-from engine.runtime.protocol import Acceleration
+from engine.runtime.protocol import Acceleration, RuntimeModel
 
 KV_TYPES = {"f16": 1, "q8_0": 8}  # ggml type ids
 
@@ -107,14 +107,14 @@ def _resolve(options: RuntimeOptions, on_gpu: bool, on_cuda: bool) -> Accelerati
     )
 
 
-class LoadedModel(Protocol):
+class LoadedModel(RuntimeModel, Protocol):
     """What a context needs of its model (engine.runtime.llama.model.Model): its llama.cpp pointer and header."""
 
     ptr: object
     path: Path
     info: GGUFInfo
-    options: RuntimeOptions
     vocab_only: bool
-    n_vocab: int
     n_ctx_train: int
-    name: str
+
+    @property
+    def options(self) -> RuntimeOptions: ...

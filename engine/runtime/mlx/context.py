@@ -27,7 +27,7 @@ from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
 from engine.runtime.mlx_check import one_line
-from engine.runtime.protocol import BatchObserver, LaunchedDraft
+from engine.runtime.protocol import BatchObserver, LaunchedDraft, RuntimeModel
 
 if TYPE_CHECKING:
     import mlx.nn as nn
@@ -36,12 +36,10 @@ if TYPE_CHECKING:
     from engine.runtime.side import SideWork
 
 
-class LoadedModel(Protocol):
+class LoadedModel(RuntimeModel, Protocol):
     """What a context needs of its model (engine.runtime.mlx.model.MlxModel): the module and its limits."""
 
     module: nn.Module
-    name: str
-    n_vocab: int
     n_ctx_train: int
 
 

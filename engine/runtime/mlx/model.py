@@ -15,6 +15,7 @@ from engine.errors import ModelFileError
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx_check import check_folder, loader_errors
+from engine.runtime.protocol import RunOptions
 
 # Files whose presence says a folder carries a tokenizer mlx-lm (through transformers) can load.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
@@ -186,11 +187,13 @@ class MlxModel:
 
     def close(self) -> None:
         """Let go of the weights (MLX frees them once nothing else holds the module)."""
-        self.module = None  # type: ignore[assignment]
+        self.module = None
 
-    def new_context(self, max_rows: int = 1, kept_rows: int = 0, options: MlxOptions | None = None) -> MlxContext:
+    def new_context(self, max_rows: int = 1, kept_rows: int = 0, options: RunOptions | None = None) -> MlxContext:
         """A context of its own on this model (RuntimeModel.new_context); `kept_rows` is accepted
         and unused, since no MLX context keeps rows on the device yet (keep_draft_rows is off)."""
+        if options is not None and not isinstance(options, MlxOptions):
+            raise TypeError(f"an MLX context runs on MLX's options, not {type(options).__name__}")
         return MlxContext(self, options or self.options, max_rows=max_rows)
 
 

@@ -58,4 +58,4 @@ def runtime_version() -> str:
     import mlx.core as mx
     import mlx_lm
 
-    return f"mlx {mx.__version__}, mlx-lm {mlx_lm.__version__} ({device()})"
+    return f"mlx {getattr(mx, '__version__', '?')}, mlx-lm {mlx_lm.__version__} ({device()})"
