@@ -440,7 +440,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.status.show_place(place_text(info.remote, info.runtime))
         self.side.show_verdict(info.verdict, info.compatible)
         modes = {"exact": "exact (batch-invariant)", "remote": place_text(info.remote)}
-        mode = modes.get(info.mode, "fast (may change greedy text)") if info.mode != "mlx" else ""
+        mode = modes.get(info.mode, "fast (may change greedy text)") if info.mode else ""
         on = f"on {runtime_name(info.runtime)}" if info.runtime else ""
         title = " — ".join(x for x in ("Draftlight", f"{info.target_name} + {info.drafter_name}", mode, on) if x)
         self.setWindowTitle(title)

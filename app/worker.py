@@ -17,7 +17,6 @@ from app.jobs import Job, ProgressReport
 from engine import (
     AUTO_RUNTIME,
     DRAFTER_KINDS,
-    LLAMA,
     NO_DRAFTER,
     AutoDepth,
     ConnectionLost,
@@ -37,12 +36,7 @@ from engine import (
     TokenKind,
     Unreachable,
     attach_remote,
-    catalog,
-    chosen_runtime,
     fit_conversation,
-    load_drafter,
-    load_target,
-    plain_reason_for,
     reply_room,
     runtime_name,
     with_replay,
@@ -75,7 +69,7 @@ class PairInfo:
     drafter_kind: str  # a drafter kind's name (DRAFTER_KINDS), or "remote"
     verdict: str
     compatible: bool
-    mode: str
+    mode: str  # "exact" or "fast" on a runtime with modes (llama.cpp), "remote", "" on MLX
     notice: str = ""  # e.g. the drafter that had to be dropped with a new target
     plain_pass_s: float | None = None  # a plain round's time from the box profile, if one is saved
     profile_basis: str = ""  # that profile's plain speed, spread and age, in words
@@ -225,62 +219,40 @@ class EngineWorker(QObject):
             self.engine is not None
             and request.target == self.target_spec
             and request.options == self.engine.options
-            and request.runtime in (AUTO_RUNTIME, self.engine.runtime)
+            and request.runtime in (AUTO_RUNTIME, self.engine.runtime.name)
         )
         if not same_target:
-            # No download here: fetching a missing default model is the first-run dialog's offer.
-            target_spec = catalog.DEFAULT_TARGET if request.target == "default" else request.target
-            path = catalog.resolve(target_spec, self.loading.progress, download=False)
-            runtime = chosen_runtime(path, request.runtime)
-            # Running plain on the fastest settings is llama.cpp's choice: MLX has one way to run.
-            on_llama = runtime == LLAMA
-            reason = plain_reason_for(path, request.drafter, request.options) if request.auto and on_llama else ""
-            if request.go_plain and reason:
-                return self._load_plain(request, path, reason)
-            # The drafter follows the target's runtime (engine.load_drafter). Raises before the old engine is touched.
-            target = load_target(path, runtime, request.options, self.loading.progress)
-            old = self.engine
-            engine = Engine(target, None, request.options)
-            engine.ledger_source = "app"
-            try:
-                drafter, verdict = load_drafter(
-                    target,
-                    request.drafter,
-                    request.options,
-                    self.loading.progress,
-                    download=False,
-                    target_ctx=engine.ctx,
-                )
-                drafter_spec = request.drafter
-            except DraftlightError as exc:
-                drafter, verdict, drafter_spec = None, None, NO_DRAFTER.name
-                notice = f"The drafter was not loaded: {exc}"
-            engine.set_drafter(drafter, verdict)
-            self.engine, self.target_spec, self.drafter_spec = engine, request.target, drafter_spec
-            if old is not None:
-                old.close()
-        elif request.drafter != self.drafter_spec:
-            drafter, verdict = load_drafter(
-                self.engine.target,
-                request.drafter,
+            # The engine's own load, in its two halves (Engine.load), so that a drafter that cannot load
+            # leaves the target loaded and says why. No download here: fetching a missing default model is
+            # the first-run dialog's offer. Raises before the old engine is touched.
+            engine = Engine.load_target(
+                request.target,
                 request.options,
                 self.loading.progress,
+                go_plain=request.go_plain and request.auto,  # a saved profile may say Auto runs plain here
+                runtime=request.runtime,
+                drafter=request.drafter,
                 download=False,
-                target_ctx=self.engine.ctx,
             )
-            self.engine.set_drafter(drafter, verdict)
+            engine.ledger_source = "app"
+            drafter_spec = request.drafter  # a plain engine keeps the picker's choice
+            if not engine.plain_reason:
+                try:
+                    engine.load_drafter(request.drafter, self.loading.progress, download=False)
+                except DraftlightError as exc:
+                    drafter_spec = NO_DRAFTER.name
+                    notice = f"The drafter was not loaded: {exc}"
+            old, self.engine = self.engine, engine
+            self.target_spec, self.drafter_spec = request.target, drafter_spec
+            if old is not None:
+                old.close()
+            if engine.plain_reason:
+                return self._info()
+        elif request.drafter != self.drafter_spec:
+            self.engine.load_drafter(request.drafter, self.loading.progress, download=False)
             self.drafter_spec = request.drafter
         self.engine.go_plain = request.go_plain
         return self._info(notice)
-
-    def _load_plain(self, request: LoadRequest, path, reason: str) -> PairInfo:
-        """The target alone on the fastest plain settings: the pair's profile says drafts cannot pay here."""
-        engine = Engine.plain(path, request.options, reason)
-        old, self.engine = self.engine, engine
-        self.target_spec, self.drafter_spec = request.target, request.drafter  # the picker keeps the choice
-        if old is not None:
-            old.close()
-        return self._info()
 
     def _ledger_notice(self) -> str:
         view = self.engine.ledger_view() if self.engine is not None else None
@@ -310,14 +282,14 @@ class EngineWorker(QObject):
             drafter_kind=engine.drafter.kind if engine.drafter else NO_DRAFTER.name,
             verdict=verdict,
             compatible=ok,
-            mode=engine.options.mode if engine.runtime == LLAMA else engine.runtime,
+            mode=engine.runtime.mode(engine.options),
             notice=" ".join(part for part in (notice, engine.notice) if part),
             plain_pass_s=engine.plain_pass_s(),
             profile_basis=engine.profile_basis(),
             plain=bool(engine.plain_reason),
             n_ctx=engine.ctx.n_ctx,
             n_ctx_train=engine.target.n_ctx_train,
-            runtime=engine.runtime,
+            runtime=engine.runtime.name,
             ledger=self._ledger_notice(),
         )
 

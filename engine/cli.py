@@ -214,6 +214,7 @@ def _list_mlx() -> None:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from engine.chat import Message, template_for, tokenize_prompt
     from engine.measure.probe import batch_invariance
+    from engine.pairloading import converter
     from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose, system_info
     from engine.runtime.loading import chosen_runtime, load_model
 
@@ -227,8 +228,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     # Past 512 cached positions llama.cpp's CPU attention changes path for a single row,
     # so the probe looks at a short context and at a long one.
     contexts = {"short context": args.prompt, "long context": f"Summarize these articles.\n\n{ARTICLE}\n{ARTICLE}"}
-    if chosen_runtime(path, args.runtime) == "mlx":  # one way to run a batch: probe it as it is
-        model = load_model(path, "mlx", RuntimeOptions(n_ctx=args.ctx), terminal_progress())
+    runtime = chosen_runtime(path, args.runtime)
+    if not runtime.has_modes:  # one way to run a batch (MLX): probe it as it is
+        model = load_model(path, runtime, RuntimeOptions(n_ctx=args.ctx), converter(terminal_progress()))
         print(f"mlx: {model.options.runtime_version()}")
         ctx = model.new_context(max_rows=args.rows)
         for name, text in contexts.items():

@@ -46,8 +46,10 @@ from engine.pairprobe import (
     run_probe,
 )
 from engine.runtime import Model, RuntimeOptions
-from engine.runtime.formats import LLAMA, model_format, runtime_name
+from engine.runtime.formats import LLAMA, runtime_name
 from engine.runtime.loading import AUTO, chosen_runtime, run_options
+from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
+from engine.runtime.runtimes import Runtime
 from engine.runtimecompare import COMPARE_TOKENS, compare_runtimes
 
 
@@ -160,7 +162,7 @@ def pair_report(
     options = options or RuntimeOptions()
     target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, None, download)
     spec, found = str(drafter), ""
-    if spec == "default" and model_format(target_path) == "mlx":
+    if spec == "default" and MLX_RUNTIME.owns(target_path):
         spec = kinds.NONE.name  # the default draft model is a GGUF file: an MLX folder loads alone (Engine.load)
     if spec == kinds.AUTO_SPEC:
         discovery = discover(target_path)
@@ -171,7 +173,7 @@ def pair_report(
     )
     chosen = chosen_runtime(target_path, runtime)
     kind = drafter_kind(target_path, drafter_path or spec)
-    read = _mlx_checks if model_format(target_path) == "mlx" else _gguf_checks
+    read = _mlx_checks if MLX_RUNTIME.owns(target_path) else _gguf_checks
     target_facts, drafter_facts, checks = read(target_path, drafter_path, kind)
     profile = _profile(target_path, drafter_path, kind, options, chosen)
     architecture = [target_architecture(target_facts), drafter_architecture(drafter_facts, kind)]
@@ -189,16 +191,14 @@ def pair_report(
         drafter_kind=kind,
         rules=checks,
         architecture=tuple(architecture),
-        memory=memory_needed(
-            target_facts, drafter_facts, options.n_ctx, options.kv_type if chosen == LLAMA else "f16", chosen
-        ),
+        memory=memory_needed(target_facts, drafter_facts, options.n_ctx, chosen.kv_type(options), chosen),
         prediction=predict_speed(
             profile, None, target_path, drafter_path or spec, kind, all(rule.holds for rule in checks)
         ),
         suggestion="",
         options=options,
         found=found,
-        runtime=chosen,
+        runtime=chosen.name,
     )
     report = replace(
         report, suggestion=suggest(target_path, spec, report.drafter and report.drafter.path, report.compatible)
@@ -248,19 +248,19 @@ def _mlx_checks(target_path: Path, drafter_path: Path | None, kind: str):
 
 
 def _profile(
-    target: Path, drafter_path: Path | None, kind: str, options: RuntimeOptions, runtime: str = LLAMA
+    target: Path, drafter_path: Path | None, kind: str, options: RuntimeOptions, runtime: str | Runtime = LLAMA
 ) -> BoxProfile | None:
     """This pair's saved box profile on its runtime: a draft model's own; the target's rows, drafting
     free, for the rest. A GGUF pair on MLX is profiled under its conversions' names (`draftlight tune`)."""
     if kind == kinds.NONE.name:
         return None
+    keyed = run_options(runtime, options)  # MLX's options name its version and device
     try:
-        keyed = run_options(runtime, options)  # MLX's options name its version and device
+        if kind == kinds.MODEL.name and drafter_path is not None:
+            return load_profile(target, drafter_path, keyed)
+        rows = saved_rows(target, keyed)
     except ImportError:
         return None  # MLX is not installed here: no profile of it either
-    if kind == kinds.MODEL.name and drafter_path is not None:
-        return load_profile(target, drafter_path, keyed)
-    rows = saved_rows(target, keyed)
     return drafting_free(rows, kind) if rows else None
 
 

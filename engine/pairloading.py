@@ -15,10 +15,11 @@ from engine.measure.profile import load_profile
 from engine.models import catalog
 from engine.models.compat import Verdict, check
 from engine.models.discover import discover
+from engine.models.drafterfiles import DRAFTER_FILES
 from engine.runtime import RuntimeOptions
-from engine.runtime.formats import LLAMA, MLX
 from engine.runtime.loading import chosen_runtime, load_model, runtime_of
 from engine.runtime.protocol import RuntimeContext, TextModel
+from engine.runtime.runtimes import Runtime
 
 
 def saved_profile_for(target: Path, drafter: str | Path | None, options: RuntimeOptions) -> BoxProfile | None:
@@ -66,34 +67,22 @@ def load_drafter(
             raise ValueError(f"{keyword.words} draft on the target's context: pass target_ctx")
         return kinds.load(keyword, target_ctx, None, target.options), None
     runtime = runtime_of(target)
-    if str(spec) == "default" and runtime == MLX and not _converted(target):
+    if str(spec) == "default" and not runtime.loads_default_drafter(_converted(target)):
         return None, None  # the default draft model is a GGUF file: an MLX folder's target gets none unless named
     path = catalog.resolve(catalog.DEFAULT_DRAFTER if str(spec) == "default" else spec, progress, download)
-    if runtime == MLX and chosen_runtime(path) == LLAMA and not _plain_gguf(path):
-        raise IncompatibleDrafter(
-            f"{path.name} is a {kinds.kind_of_spec(path, path).label} file for llama.cpp, and {target.name} runs on "
-            "MLX: pick the MLX build of that drafter, or load the pair with --runtime llama."
-        )
-    if runtime == LLAMA and chosen_runtime(path) == MLX:
-        raise IncompatibleDrafter(
-            f"{path.name} is an MLX model folder and {target.name} runs on llama.cpp: pick a GGUF drafter, "
-            "or load the pair with --runtime mlx."
-        )
-    if runtime == MLX and chosen_runtime(path) == MLX:
-        folder_kind = _folder_kind(path)
-        if folder_kind.reads_target:
-            return _load_folder_drafter(target, path, folder_kind, target_ctx)
+    files = DRAFTER_FILES[runtime]
+    refused = files.refusal(path, target.name)
+    if refused:
+        raise IncompatibleDrafter(refused)
+    folder_kind = files.kind_before_load(path)
+    if folder_kind is not None:
+        return _load_folder_drafter(target, path, folder_kind, target_ctx)
     model = load_model(path, runtime, options, converter(progress))
     try:
         verdict = check(target, model)
         if not verdict.compatible:
             raise IncompatibleDrafter(verdict.explain())
-        kind = kinds.kind_of_file(model.info, target.architecture) if runtime == LLAMA else kinds.MODEL
-        if kind is kinds.MODEL and runtime == LLAMA and kinds.heads_alone(model.info):
-            raise IncompatibleDrafter(
-                f"{path.name} holds multi-token-prediction heads for a {model.architecture} model, and "
-                f"{target.name} is {target.architecture}: it was trained for another target."
-            )
+        kind = files.kind_of_loaded(model, target)
         if kind.reads_target and target_ctx is None:
             raise IncompatibleDrafter(f"{model.name} reads the target's layers: load it beside a loaded target.")
         return kinds.load(kind, target_ctx, model, model.options), verdict
@@ -103,7 +92,7 @@ def load_drafter(
 
 
 def load_target(
-    path: Path, runtime: str, options: RuntimeOptions, progress: catalog.Progress | None = None
+    path: Path, runtime: str | Runtime, options: RuntimeOptions, progress: catalog.Progress | None = None
 ) -> TextModel:
     """A target at `path` on `runtime` ("llama", "mlx", "auto": its format decides); on MLX a GGUF
     file is converted once into the cache, each step said through `progress`."""
@@ -128,15 +117,6 @@ def _converted(target: TextModel) -> bool:
     return target.path is not None and Path(target.path).resolve().is_relative_to(conversions_dir().resolve())
 
 
-def _folder_kind(path: Path) -> kinds.DrafterKind:
-    """The kind of drafter an MLX folder is, from its config (engine.models.mlx_compat); a draft model
-    where the folder cannot be read (the loader then says why)."""
-    from engine.models import mlx_compat
-
-    folder = mlx_compat.read_mlx(path)
-    return mlx_compat.kind_of(folder) if folder is not None else kinds.MODEL
-
-
 def _load_folder_drafter(
     target: TextModel, path: Path, kind: kinds.DrafterKind, target_ctx: RuntimeContext | None
 ) -> tuple[Drafter | None, Verdict]:
@@ -150,8 +130,3 @@ def _load_folder_drafter(
     if target_ctx is None:
         raise IncompatibleDrafter(f"{path.name} reads the target's layers: load it beside a loaded target.")
     return kinds.load(kind, target_ctx, path, target.options), verdict
-
-
-def _plain_gguf(path: Path) -> bool:
-    """A GGUF file of a whole model (not heads, DFlash or EAGLE-3): the kind MLX can take converted."""
-    return kinds.kind_of_spec(path, path) is kinds.MODEL

@@ -18,7 +18,8 @@ from engine.errors import DraftlightError
 from engine.events import RunStats
 from engine.rounds import GenerationConfig
 from engine.runtime import RuntimeOptions
-from engine.runtime.formats import LLAMA, MLX, model_format, runtime_name
+from engine.runtime.formats import LLAMA, MLX, runtime_name
+from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 
 COMPARE_TOKENS = 32
 
@@ -49,7 +50,7 @@ class RuntimeComparison:
 
 def mlx_installed() -> bool:
     try:
-        import engine.runtime.mlx  # noqa: F401
+        import engine.runtime.mlx.model  # noqa: F401
     except ImportError:
         return False
     return True
@@ -76,7 +77,7 @@ def compare_runtimes(
 ) -> RuntimeComparison:
     """Both runtimes timed on this pair (a GGUF target whose MLX conversion exists, and a drafter that
     is a keyword kind or a GGUF file converted too); a note saying why not where they cannot be."""
-    if model_format(target) != "gguf" or not mlx_installed():
+    if not LLAMA_RUNTIME.owns(target) or not mlx_installed():
         return RuntimeComparison()  # one runtime can run it here
     if existing_conversion(target) is None:
         return RuntimeComparison(

@@ -28,10 +28,10 @@ from engine.pairloading import converter, load_drafter, plain_reason_for
 from engine.reporting import run_stats
 from engine.rounds import GenerationConfig, Prefill
 from engine.runtime import Model, RuntimeOptions
-from engine.runtime.formats import LLAMA
 from engine.runtime.loading import AUTO as AUTO_RUNTIME
 from engine.runtime.loading import chosen_runtime, load_model, runtime_of
 from engine.runtime.protocol import RuntimeContext, TextModel
+from engine.runtime.runtimes import Runtime
 from engine.speculative import generate
 
 ProfileProgress = Callable[[str], None]  # a sentence at a time while a box profile is measured
@@ -78,20 +78,48 @@ class Engine:
         whose saved profile says speculation cannot pay here loads as a plain target on the fastest
         settings, the drafter unloaded.
         """
-        options = options or RuntimeOptions()
-        target_path = catalog.resolve(catalog.DEFAULT_TARGET if str(target) == "default" else target, progress)
-        chosen = chosen_runtime(target_path, runtime)
-        reason = plain_reason_for(target_path, drafter, options) if go_plain and chosen == LLAMA else ""
-        if reason:
-            return cls.plain(target_path, options, reason)
-        engine = cls(load_model(target_path, chosen, options, converter(progress)), None, options)
-        engine.go_plain = go_plain
+        engine = cls.load_target(target, options, progress, go_plain, runtime, drafter)
+        if engine.plain_reason:
+            return engine
         try:
-            engine.set_drafter(*load_drafter(engine.target, drafter, options, progress, target_ctx=engine.ctx))
+            engine.load_drafter(drafter, progress)
         except BaseException:
             engine.close()
             raise
         return engine
+
+    @classmethod
+    def load_target(
+        cls,
+        target: str | Path = "default",
+        options: RuntimeOptions | None = None,
+        progress: catalog.Progress | None = None,
+        go_plain: bool = False,
+        runtime: str = AUTO_RUNTIME,
+        drafter: str | Path | None = None,
+        download: bool = True,
+    ) -> Engine:
+        """The target alone, on its runtime (Engine.load's first half, which the app calls too). With
+        `go_plain`, a pair with `drafter` whose saved profile says speculation cannot pay here loads
+        plain on the fastest settings (`plain_reason` says why); `load_drafter` then adds nothing."""
+        options = options or RuntimeOptions()
+        spec = catalog.DEFAULT_TARGET if str(target) == "default" else target
+        target_path = catalog.resolve(spec, progress, download)
+        chosen = chosen_runtime(target_path, runtime)
+        # Running plain on the fastest settings is a choice of a runtime with modes (llama.cpp's).
+        reason = plain_reason_for(target_path, drafter, options) if go_plain and chosen.has_modes else ""
+        if reason:
+            return cls.plain(target_path, options, reason)
+        engine = cls(load_model(target_path, chosen, options, converter(progress)), None, options)
+        engine.go_plain = go_plain
+        return engine
+
+    def load_drafter(
+        self, spec: str | Path | None, progress: catalog.Progress | None = None, download: bool = True
+    ) -> None:
+        """The drafter `spec` names, checked against the target and set (engine.pairloading.load_drafter);
+        IncompatibleDrafter, or another DraftlightError, in a sentence where it cannot draft here."""
+        self.set_drafter(*load_drafter(self.target, spec, self.options, progress, download, target_ctx=self.ctx))
 
     @classmethod
     def plain(cls, target_path: Path, options: RuntimeOptions, reason: str) -> Engine:
@@ -113,8 +141,8 @@ class Engine:
         self.drafter, self._auto, self._identity = drafter, None, None
 
     @property
-    def runtime(self) -> str:
-        """The runtime the pair runs on: "llama" or "mlx"."""
+    def runtime(self) -> Runtime:
+        """The runtime the pair runs on (its `name`: "llama" or "mlx")."""
         return runtime_of(self.target)
 
     @property
@@ -154,8 +182,8 @@ class Engine:
         """Drop the drafter and decode on llama.cpp's fastest plain settings (repacked weights, an
         f16 cache): with no verify batches, exactness is not at stake. MLX has one way to run."""
         fast = replace(self.options, exact=False)
-        if fast != self.options and self.runtime == LLAMA:
-            target = Model(self.target.path, fast)
+        if fast != self.options and self.runtime.has_modes:
+            target = self.runtime.load(self.target.path, fast)
             try:
                 ctx = target.new_context(max_rows=MAX_DEPTH + 1)
             except BaseException:

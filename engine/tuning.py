@@ -19,9 +19,11 @@ from engine.models.discover import drafter_kind
 from engine.pairloading import load_target
 from engine.progress import say_on_stderr, terminal_progress
 from engine.runtime import RuntimeOptions
-from engine.runtime.formats import model_format, runtime_name
+from engine.runtime.formats import runtime_name
 from engine.runtime.loading import chosen_runtime
+from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
 from engine.runtime.protocol import TextModel
+from engine.runtime.runtimes import Runtime
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -32,7 +34,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     target_path = catalog.resolve(catalog.DEFAULT_TARGET if args.target == "default" else args.target, progress)
     runtime = chosen_runtime(target_path, args.runtime)
     # The default draft model is a GGUF file: an MLX folder's target is tuned alone (nothing converted).
-    mlx_folder_alone = args.drafter == "default" and model_format(target_path) == "mlx"
+    mlx_folder_alone = args.drafter == "default" and MLX_RUNTIME.owns(target_path)
     if (
         mlx_folder_alone
         or args.drafter in (kinds.MTP.name, kinds.NGRAM.name)
@@ -47,7 +49,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     try:
         # On MLX the profile is keyed by the folders the models load from (a GGUF file's conversion)
         # and MLX's options: load first, then look for a saved profile.
-        if runtime != "llama":
+        if runtime.converts:
             models = [load_target(p, runtime, options, progress) for p in (target_path, drafter_path)]
         keyed = (models[0].path, models[1].path, models[0].options) if models else (target_path, drafter_path, options)
         saved = load_profile(*keyed)
@@ -79,7 +81,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tune_target_only(target_path: Path, runtime: str, options: RuntimeOptions) -> int:
+def _tune_target_only(target_path: Path, runtime: Runtime, options: RuntimeOptions) -> int:
     """A drafter with no model of its own: the target's rows and rollback here; its own cost shows in situ."""
     from engine.measure.profile import profile_for_target_only
 
@@ -97,7 +99,7 @@ def _tune_target_only(target_path: Path, runtime: str, options: RuntimeOptions) 
     return 0
 
 
-def _print_header(profile: BoxProfile, runtime: str, note: str = "") -> None:
+def _print_header(profile: BoxProfile, runtime: Runtime, note: str = "") -> None:
     pair = f"{profile.target} + {profile.drafter}" if profile.drafter != "(none)" else profile.target
     print(
         f"Box profile for {pair}, {profile.mode} mode, {profile.threads} threads, "

@@ -14,8 +14,10 @@ from pathlib import Path
 from engine.drafting import kinds
 from engine.errors import DraftlightError, IncompatibleDrafter, ModelFileError
 from engine.models import catalog, mlx_compat
-from engine.runtime.formats import MLX, runtime_for
 from engine.runtime.gguf import GGUFInfo, read_gguf
+from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
+from engine.runtime.loading import runtime_owning
+from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
 
 SIDECAR_PATTERNS = ("mtp-*.gguf", "dflash-*.gguf", "eagle3-*.gguf", "*assistant*.gguf")
 
@@ -64,7 +66,7 @@ def fits(target: GGUFInfo, side: GGUFInfo) -> tuple[str, str]:
 def discover(target_path: str | Path) -> Discovery:
     """The drafter `auto` picks for the target at target_path (a GGUF file, or an MLX folder: discover_mlx)."""
     target_path = Path(target_path)
-    if runtime_for(target_path) == MLX:
+    if MLX_RUNTIME.owns(target_path):
         return discover_mlx(target_path)
     target = read_gguf(target_path)
     if target.nextn_layers:
@@ -123,7 +125,7 @@ def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=
     if target.mtp_layers:
         passed_over.append(f"{name} declares an MTP head, but its weights leave it out (as most MLX conversions do)")
     for path in sorted(target_path.parent.glob("*.gguf")):
-        passed_over.append(mlx_compat.runtimes_differ(target_path, path, MLX, "llama"))
+        passed_over.append(mlx_compat.runtimes_differ(target_path, path, MLX_RUNTIME, LLAMA_RUNTIME))
     found = mlx_compat.candidates(target, folders, home, env)
     drafters = [f for f in found if mlx_compat.kind_of(f).reads_target]
     drafters.sort(key=lambda f: not mlx_compat.made_for(target, f))  # made for this target first, else in order
@@ -154,10 +156,10 @@ def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
     keyword = kinds.kind_named(str(spec))
     if keyword is not None and keyword.keyword:
         return keyword.name
-    ours, theirs = runtime_for(target_path), runtime_for(spec)
-    if ours is not None and theirs is not None and ours != theirs:
+    ours, theirs = runtime_owning(target_path), runtime_owning(spec)
+    if ours is not None and theirs is not None and ours is not theirs:
         raise IncompatibleDrafter(mlx_compat.runtimes_differ(target_path, spec, ours, theirs) + ".")
-    if theirs == MLX:
+    if theirs is MLX_RUNTIME:
         folder = mlx_compat.read_mlx(spec)
         if folder is None:
             raise ModelFileError(f"{Path(spec).name} is not an MLX model folder this can read.")

@@ -24,11 +24,11 @@ def fit(target: MlxFolder, drafter: MlxFolder) -> bool:
 def print_local_models(say: Callable[[str], None] = print, models: list[LocalModel] | None = None) -> None:
     """The models on this machine: GGUF files, then MLX folders with their drafters beneath them."""
     models = local_models() if models is None else models
-    ggufs = [m for m in models if m.runtime != "mlx"]
+    ggufs = [m for m in models if not m.is_folder]
     say(f"\nGGUF models on this machine ({GGUF_PLACES}):" if ggufs else f"\nNo GGUF models in {GGUF_PLACES}.")
     for m in ggufs:
         say(f"  {m.label()}: {m.path}")
-    read = [(m, mlx_compat.read_mlx(m.path)) for m in models if m.runtime == "mlx"]
+    read = [(m, mlx_compat.read_mlx(m.path)) for m in models if m.is_folder]
     folders = [(m, f) for m, f in read if f is not None]
     targets = [(m, f) for m, f in folders if not mlx_compat.kind_of(f).reads_target]
     drafters = [(m, f) for m, f in folders if mlx_compat.kind_of(f).reads_target]

@@ -53,12 +53,17 @@ class LocalModel:
     group_size: int | None = None  # an MLX folder's quantization groups
     drafter: str = ""  # a drafter folder's kind in words ("an EAGLE-3 drafter, 1 layer"); "" for a model
 
+    @property
+    def is_folder(self) -> bool:
+        """An MLX model folder (MLX's runtime), not a GGUF file (llama.cpp's)."""
+        return self.path.is_dir()
+
     def picked(self) -> str:
         """Its entry in the app's pickers: a drafter folder says its kind first."""
         return f"{self.drafter}: {self.label()}" if self.drafter else self.label()
 
     def label(self) -> str:
-        words = " ".join(w for w in ("MLX" if self.runtime == "mlx" else "", self.quantization) if w)
+        words = " ".join(w for w in ("MLX" if self.is_folder else "", self.quantization) if w)
         quant = f" {words}" if words else ""
         return f"{self.name}{quant}, {self.size / 1e9:.2f} GB ({self.source})"
 

@@ -25,6 +25,7 @@ from engine.models.mlx_folders import (
     read_header,
     read_json,
 )
+from engine.runtime.runtimes import Runtime
 
 KIND_OF = {"dflash": kinds.DFLASH, "dspark": kinds.DSPARK, "eagle3": kinds.EAGLE3, "assistant": kinds.ASSISTANT,
            "mtp": kinds.MTP}  # fmt: skip
@@ -235,13 +236,12 @@ def _d2t_size(side: MlxFolder) -> int | None:
     return None
 
 
-def runtimes_differ(target: str | Path, drafter: str | Path, target_runtime: str, drafter_runtime: str) -> str:
+def runtimes_differ(target: str | Path, drafter: str | Path, target_runtime: Runtime, drafter_runtime: Runtime) -> str:
     """The refusal of a pair whose files are for two runtimes, in a sentence."""
-    words = {"mlx": "an MLX folder", "llama": "a GGUF file"}
     return (
-        f"{Path(drafter).name} is {words[drafter_runtime]} and the target {Path(target).name} is "
-        f"{words[target_runtime]}: the runtimes differ, so one cannot draft for the other; pick a drafter "
-        f"made for {'MLX' if target_runtime == 'mlx' else 'llama.cpp'}"
+        f"{Path(drafter).name} is {drafter_runtime.files} and the target {Path(target).name} is "
+        f"{target_runtime.files}: the runtimes differ, so one cannot draft for the other; pick a drafter "
+        f"made for {target_runtime.label}"
     )
 
 
@@ -265,7 +265,7 @@ def candidates(
     from engine.models.local import local_models
 
     beside = sorted(p for p in target.path.parent.iterdir() if p.is_dir()) if target.path.parent.is_dir() else []
-    paths = [*beside, *(m.path for m in local_models(folders, home, env) if m.runtime == "mlx")]
+    paths = [*beside, *(m.path for m in local_models(folders, home, env) if m.is_folder)]
     seen, out = {target.path.resolve()}, []
     for path in paths:
         if path.resolve() in seen:

@@ -14,7 +14,10 @@ from engine.models import catalog
 from engine.models.compat import Rule
 from engine.models.discover import discover, fits
 from engine.models.pairs import PAIRS
+from engine.runtime.formats import LLAMA
 from engine.runtime.gguf import GGUFInfo
+from engine.runtime.loading import runtime_named
+from engine.runtime.runtimes import Runtime
 
 # A KV cache row's bytes per element: q8_0 keeps 32 values in 34 bytes (exact mode), f16 two bytes each.
 KV_BLOCK = {"q8_0": (32, 34), "f16": (1, 2)}
@@ -105,7 +108,7 @@ class Memory:
     drafter_kv: int
     n_ctx: int
     kv_type: str
-    runtime: str = "llama"  # the runtime that holds them: "llama" or "mlx"
+    runtime: str = LLAMA  # the name of the runtime that holds them (engine.runtime.runtimes)
 
     @property
     def total(self) -> int:
@@ -118,16 +121,12 @@ class Memory:
             cache = f"a KV cache of {kv} for {self.n_ctx:,} tokens ({self.kv_type})"
         else:
             cache = "a recurrent state in place of a KV cache"
-        extra = (
-            "MLX adds the arrays each pass computes, freed as it goes"
-            if self.runtime == "mlx"
-            else "llama.cpp adds its working buffers (tens of MB on a CPU)"
-        )
+        extra = runtime_named(self.runtime).working_memory
         return f"About {gb(self.total)}: weights {weights}, and {cache}; {extra}."
 
 
 def memory_needed(
-    target: ModelFacts, drafter: ModelFacts | None, n_ctx: int, kv_type: str, runtime: str = "llama"
+    target: ModelFacts, drafter: ModelFacts | None, n_ctx: int, kv_type: str, runtime: str | Runtime = LLAMA
 ) -> Memory:
     """The pair's memory at n_ctx; a drafter that runs on the target's context (MTP heads) has no cache of its own."""
     own_cache = drafter is not None and drafter.path != target.path and drafter.kv_layers > 0
@@ -138,7 +137,7 @@ def memory_needed(
         drafter_kv=drafter.kv_cache_bytes(n_ctx, kv_type) if own_cache and drafter is not None else 0,
         n_ctx=n_ctx,
         kv_type=kv_type,
-        runtime=runtime,
+        runtime=str(runtime),
     )
 
 

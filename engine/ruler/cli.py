@@ -15,6 +15,8 @@ from engine.models.discover import drafter_kind
 from engine.progress import terminal_progress
 from engine.ruler.prompts import built_in, load_file
 from engine.ruler.runner import Arm, BenchConfig, run_bench
+from engine.runtime.loading import chosen_runtime
+from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
 
 
 def _depths(text: str) -> list[int]:
@@ -48,12 +50,12 @@ def arms_for(args: argparse.Namespace, drafter_kinds: Sequence[str] = (kinds.MOD
 def cmd_bench(args: argparse.Namespace) -> int:
     from engine.ruler import report
 
-    if args.runtime == "mlx":
+    progress = terminal_progress()
+    target = catalog.resolve(args.target if args.target != "default" else catalog.DEFAULT_TARGET, progress)
+    if chosen_runtime(target, args.runtime) is MLX_RUNTIME:  # MLX's arms, round for round like mlx-vlm's
         from engine.ruler.mlx_cli import cmd_bench_mlx
 
         return cmd_bench_mlx(args)
-    progress = terminal_progress()
-    target = catalog.resolve(args.target if args.target != "default" else catalog.DEFAULT_TARGET, progress)
     drafter, drafters = None, {}  # the draft model; the other kinds' drafters
     for spec in args.drafter or ["default"]:
         if spec not in kinds.KEYWORDS:

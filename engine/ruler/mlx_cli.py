@@ -17,7 +17,7 @@ from engine.models import catalog
 from engine.models.discover import drafter_kind
 from engine.progress import terminal_progress
 from engine.ruler.prompts import built_in, load_file
-from engine.runtime.formats import model_format
+from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 
 
 def _pair_member(spec: str, default: catalog.CatalogModel, progress) -> tuple[Path, Path | None]:
@@ -25,7 +25,7 @@ def _pair_member(spec: str, default: catalog.CatalogModel, progress) -> tuple[Pa
     from engine.models.mlx_conversions import mlx_folder_for
 
     path = catalog.resolve(default if spec == "default" else spec, progress)
-    if model_format(path) == "gguf":
+    if LLAMA_RUNTIME.owns(path):
         return mlx_folder_for(path, log=lambda line: print(f"convert: {line}", file=sys.stderr)), path
     return path, None
 

@@ -17,9 +17,9 @@ RUNTIME_OF: dict[Format, str] = {"gguf": LLAMA, "mlx": MLX}
 RUNTIME_NAMES = {LLAMA: "llama.cpp", MLX: "MLX"}  # as a sentence names them: "on MLX"
 
 
-def runtime_name(runtime: str) -> str:
-    """The runtime as a sentence names it: "llama.cpp", "MLX"."""
-    return RUNTIME_NAMES.get(runtime, runtime)
+def runtime_name(runtime: object) -> str:
+    """The runtime (its name, or the value: engine.runtime.runtimes) as a sentence names it: "llama.cpp", "MLX"."""
+    return RUNTIME_NAMES.get(str(runtime), str(runtime))
 
 
 def is_mlx_folder(path: Path) -> bool:

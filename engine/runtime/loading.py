@@ -12,74 +12,67 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.errors import ModelFileError
-from engine.runtime.formats import LLAMA, MLX, RUNTIMES, model_format, runtime_for
-from engine.runtime.llama import Model, RuntimeOptions
+from engine.runtime.formats import LLAMA, MLX, RUNTIMES, runtime_for
+from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
+from engine.runtime.llama import RuntimeOptions
+from engine.runtime.mlx.runtime import RUNTIME as MLX_RUNTIME
 from engine.runtime.protocol import RunOptions, TextModel
+from engine.runtime.runtimes import Runtime
 
 AUTO = "auto"
 CHOICES = (AUTO, *RUNTIMES)  # what `--runtime` takes
 
 
-def chosen_runtime(path: str | Path, runtime: str = AUTO) -> str:
+def runtime_named(name: str) -> Runtime:
+    """The runtime `--runtime` names ("llama", "mlx"); ValueError for another name."""
+    for runtime in (LLAMA_RUNTIME, MLX_RUNTIME):
+        if runtime.name == name:
+            return runtime
+    raise ValueError(f"no runtime called {name!r}")
+
+
+def runtime_owning(path: str | Path) -> Runtime | None:
+    """The runtime whose format `path` is in (a GGUF file's, an MLX folder's), or None for neither."""
+    found = runtime_for(path)
+    return None if found is None else runtime_named(found)
+
+
+def chosen_runtime(path: str | Path, runtime: str | Runtime = AUTO) -> Runtime:
     """The runtime that will load `path`: the one asked for, or under "auto" the one its format is for."""
+    if isinstance(runtime, Runtime):
+        runtime = runtime.name
     if runtime not in CHOICES:
         raise ModelFileError(f"No runtime called {runtime!r}: choose one of {', '.join(CHOICES)}.")
     found = runtime_for(path)
     if runtime == AUTO:
         if found is None:  # each loader says what is wrong with what it was given: a folder, else a file
-            return MLX if Path(path).expanduser().is_dir() else LLAMA
-        return found
+            return runtime_named(MLX if Path(path).expanduser().is_dir() else LLAMA)
+        return runtime_named(found)
     if runtime == LLAMA and found == MLX:
         raise ModelFileError(
             f"{Path(path).name} is an MLX model folder and llama.cpp reads GGUF files: "
             "load it with --runtime mlx (or auto), or pick the model's GGUF file."
         )
-    return runtime
+    return runtime_named(runtime)
 
 
-def run_options(runtime: str, options: RuntimeOptions) -> RunOptions:
+def run_options(runtime: str | Runtime, options: RuntimeOptions) -> RunOptions:
     """The options a runtime runs on, from what was asked for (context size, prompt batch)."""
-    if runtime == MLX:
-        from engine.runtime.mlx import MlxOptions
-
-        return MlxOptions(n_ctx=options.n_ctx, prefill_chunk=options.n_batch)
-    return options
+    return (runtime if isinstance(runtime, Runtime) else runtime_named(runtime)).run_options(options)
 
 
 def load_model(
     path: str | Path,
-    runtime: str = AUTO,
+    runtime: str | Runtime = AUTO,
     options: RuntimeOptions | None = None,
     converted: Callable[[Path], Path] | None = None,
 ) -> TextModel:
     """The model at `path` on its runtime (see the module's docstring); a sentence where it cannot load.
     `converted` turns a GGUF file into an MLX folder (engine.models.mlx_conversions.mlx_folder_for)."""
-    options = options or RuntimeOptions()
     path = Path(path).expanduser()
-    chosen = chosen_runtime(path, runtime)
-    if chosen == LLAMA:
-        return Model(path, options)
-    mlx = _mlx()
-    if model_format(path) == "gguf":
-        if converted is None:
-            raise ModelFileError(
-                f"{path.name} is a GGUF file: convert it to an MLX folder first, or use --runtime llama."
-            )
-        path = converted(path)
-    return mlx.MlxModel.load(path, run_options(MLX, options))
+    return chosen_runtime(path, runtime).load(path, options or RuntimeOptions(), converted)
 
 
-def runtime_of(model: TextModel) -> str:
-    """The runtime a loaded model runs on: "llama" or "mlx"."""
-    return model.options.runtime
-
-
-def _mlx():
-    try:
-        import engine.runtime.mlx as mlx
-    except ImportError as e:
-        raise ModelFileError(
-            f"The MLX runtime is not installed here ({e.name or e}): install Draftlight's `mlx` extra "
-            "(pip install -e '.[mlx]'), or load the model with --runtime llama."
-        ) from None
-    return mlx
+def runtime_of(model: TextModel) -> Runtime:
+    """The runtime a loaded model runs on."""
+    return runtime_named(model.options.runtime)

@@ -133,12 +133,29 @@ class TextModel(RuntimeModel, Protocol):
     """A loaded model with its tokenizer, as chats, templates and the pairing rules see it: what
     the engine asks of a target or a draft model on any runtime."""
 
-    n_ctx_train: int
-    bos: int  # -1 for none
-    eos: int
-    add_bos: bool  # whether a prompt starts with `bos`
-    add_eos: bool
-    vocab_type: int  # llama.cpp's numbers: 1 SentencePiece, 2 byte-level BPE, ...
+    @property
+    def n_ctx_train(self) -> int: ...
+
+    @property
+    def bos(self) -> int:
+        """The beginning-of-sequence token; -1 for none."""
+        ...
+
+    @property
+    def eos(self) -> int: ...
+
+    @property
+    def add_bos(self) -> bool:
+        """Whether a prompt starts with `bos`."""
+        ...
+
+    @property
+    def add_eos(self) -> bool: ...
+
+    @property
+    def vocab_type(self) -> int:
+        """llama.cpp's numbers: 1 SentencePiece, 2 byte-level BPE, ..."""
+        ...
 
     @property
     def path(self) -> Path | None:

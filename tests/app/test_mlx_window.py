@@ -58,7 +58,7 @@ def mlx_window(qtbot, tmp_path, folders, runtime: str = "auto", **prefs) -> Main
 def test_an_mlx_folder_loads_on_mlx_and_streams_plain_decodings_ids(qtbot, tmp_path, folders, plain_ids, send):
     window = mlx_window(qtbot, tmp_path, folders)
     engine = window.worker.engine
-    assert engine.runtime == "mlx" and engine.drafter.model.options.runtime == "mlx"  # the drafter too
+    assert engine.runtime.name == "mlx" and engine.drafter.model.options.runtime == "mlx"  # the drafter too
     assert window.pair.runtime == "mlx" and window.pair.compatible
     assert window.windowTitle() == "Draftlight — target + drafter — on MLX"
     assert window.status.labels["place"].text() == "this machine on MLX"
@@ -134,7 +134,7 @@ def test_runtime_mlx_runs_a_gguf_file_converted(qtbot, tmp_path, folders, smollm
     window = mlx_window(qtbot, tmp_path, folders, runtime="mlx", target=str(smollm_path), drafter="ngram",
                         max_tokens=6)  # fmt: skip
     engine = window.worker.engine
-    assert engine.runtime == "mlx" and engine.target.path == converted and engine.drafter.kind == "ngram"
+    assert engine.runtime.name == "mlx" and engine.target.path == converted and engine.drafter.kind == "ngram"
     assert window.windowTitle().endswith(" — on MLX")
     stats = send(window, "Say hello.")
     assert isinstance(stats, RunStats) and stats.generated_tokens > 0

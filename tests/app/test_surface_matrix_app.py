@@ -61,7 +61,7 @@ def test_the_window_loads_each_kind_and_replies_with_depth_0s_ids(
     target, drafter, copies = MATRIX[kind]
     window = window_on(qtbot, tmp_path, spec(folders, target), spec(folders, drafter))
     assert window.pair.drafter_kind == kind and window.pair.notice == "" and window.pair.compatible
-    assert window.worker.engine.runtime == "mlx"
+    assert window.worker.engine.runtime.name == "mlx"
     stats = send(window, PROMPT)
     assert list(stats.token_ids) == plain_ids[target] and stats.drafted > 0
     if copies:

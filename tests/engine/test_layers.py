@@ -219,6 +219,50 @@ def test_the_checks_would_notice_a_bad_arrow(tmp_path):
     assert imports_of(guarded, {"engine.session"}) == {"typing", "engine.session"}
 
 
+# The runtime is a value chosen once and carried (engine.runtime.runtimes): code above engine/runtime/
+# asks it what it can do, never compares a runtime's name or its format's.
+RUNTIME_WORDS = {"llama", "mlx", "gguf"}
+RUNTIME_CONSTANTS = {"LLAMA", "MLX"}
+
+
+def runtime_name_comparisons(source: str) -> list[str]:
+    """Each comparison in `source` of a runtime or format name: with LLAMA or MLX, or of something named
+    like a runtime or a format (`runtime`, `model_format(...)`) with "llama", "mlx" or "gguf"."""
+    found = []
+    for node in ast.walk(_parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        operands += [e for o in operands if isinstance(o, ast.Tuple | ast.List | ast.Set) for e in o.elts]
+        constants = {getattr(o, "id", getattr(o, "attr", None)) for o in operands} & RUNTIME_CONSTANTS
+        words = {o.value for o in operands if isinstance(o, ast.Constant)} & RUNTIME_WORDS
+        named = any("runtime" in ast.unparse(o) or "model_format" in ast.unparse(o) for o in operands)
+        if constants or (words and named):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_nothing_above_the_runtimes_compares_a_runtimes_name():
+    offenders = []
+    for package in ("engine", "app"):
+        for name, path in source_modules(package).items():
+            if name == "engine.runtime" or name.startswith("engine.runtime."):
+                continue
+            offenders += [f"{name} {found}" for found in runtime_name_comparisons(path.read_text(encoding="utf-8"))]
+    assert offenders == []
+
+
+def test_the_runtime_check_would_notice_a_comparison():
+    source = (
+        "if runtime == LLAMA: pass\n"
+        "x = engine.runtime != 'mlx'\n"
+        "y = model_format(path) == 'gguf'\n"
+        "z = chosen.name in (formats.MLX,)\n"
+        "ok = runtime.has_modes and header.get('format') == 'mlx'\n"
+    )
+    assert [line.split(":")[0] for line in runtime_name_comparisons(source)] == ["line 1", "line 2", "line 3", "line 4"]
+
+
 CHECK = """
 import sys
 import engine, engine.cli, engine.session, engine.models.catalog, engine.speculative

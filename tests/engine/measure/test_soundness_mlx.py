@@ -31,7 +31,7 @@ def engine(tmp_path_factory):
 
 def test_an_mlx_profile_wrong_by_10x_is_caught_within_one_reply(engine, tmp_path, monkeypatch):
     monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
-    assert engine.runtime == "mlx"
+    assert engine.runtime.name == "mlx"
     prompt = engine.prompt_ids([Message("user", "the cat sat on the mat")])
     engine.forget()
     plain = list(engine.stream(prompt, GenerationConfig(max_tokens=24, depth=0, ignore_eog=True)))[-1]

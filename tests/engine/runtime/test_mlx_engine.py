@@ -56,8 +56,8 @@ def test_the_format_picks_the_runtime(folders, tmp_path):
     assert runtime_for(tmp_path / "x.gguf") == "llama"
     with pytest.raises(ModelFileError, match=r"is an MLX model folder and llama[.]cpp reads GGUF files"):
         chosen_runtime(folders["target"], "llama")
-    assert chosen_runtime(tmp_path, "auto") == "mlx"  # a folder: MLX's loader says what it lacks
-    assert chosen_runtime(tmp_path / "notes.txt", "auto") == "llama"  # a file: the GGUF reader's words
+    assert chosen_runtime(tmp_path, "auto").name == "mlx"  # a folder: MLX's loader says what it lacks
+    assert chosen_runtime(tmp_path / "notes.txt", "auto").name == "llama"  # a file: the GGUF reader's words
     with pytest.raises(ModelFileError, match=f"{tmp_path} is not an MLX model folder: it has no config.json"):
         Engine.load(tmp_path, None)
 
@@ -92,7 +92,7 @@ def test_ngram_drafts_on_mlx_keep_the_plain_ids(folders):
 def test_the_engine_names_its_runtime_and_renders_with_the_folders_template(folders):
     engine = Engine.load(folders["target"], folders["small"], runtime="auto")
     try:
-        assert engine.runtime == "mlx" and engine.drafter.kind == "model" and engine.verdict.compatible
+        assert engine.runtime.name == "mlx" and engine.drafter.kind == "model" and engine.verdict.compatible
         messages = [Message("system", "be brief"), Message("user", PROMPT)]
         ids = engine.prompt_ids(messages)
         # mlx-lm's own rendering of the same conversation: the same template, the same tokens
