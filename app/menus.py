@@ -103,6 +103,8 @@ class Menus:
         act(tools, "Prompt lab…", [], window.open_prompt_lab)
         act(tools, "Speedup calculator…", [], window.open_calculator)
         tools.addSeparator()
+        # What Auto's depth rests on, timed afresh (after a change of machine, load or power setting).
+        self.measure = act(tools, "Measure This Machine", [], lambda: window.measure_control.measure(again=True))
         self.ledger = add_ledger_menu(tools, window)
 
         self.minimize = act(self.window_menu, "Minimize", [QKeySequence("Ctrl+M")], self.minimize_window)

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication, QFrame, QMainWindow, QScrollArea, QS
 
 from app import exports, settings, storeedits, theme
 from app.actions import MessageActions, alternative_note
+from app.boxmeasure import MeasureControl
 from app.charts import ChartModel, ChartsPanel
 from app.conversations import ConversationActions, title_from
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
@@ -147,7 +148,7 @@ class MainWindow(ToolWindows, QMainWindow):
     def _build(self) -> None:
         self.conversations = ConversationList()
 
-        center = ChatPane(TranscriptView())
+        center = self.chat_pane = ChatPane(TranscriptView())
         self.transcript, self.legend, self.notice = center.transcript, center.legend, center.notice
         self.input, self.send_button, self.stop_button = center.input, center.send_button, center.stop_button
         self.legend.raw.toggled.connect(self.transcript.set_raw)  # rendered Markdown or the raw text
@@ -203,6 +204,7 @@ class MainWindow(ToolWindows, QMainWindow):
 
     def _start_worker(self) -> None:
         self.thread, self.worker = start_engine_thread(self)
+        self.measure_control = MeasureControl(self, self.chat_pane)  # the box measured for Auto, in the background
         self.request_load.connect(self.worker.load)
         self.request_attach.connect(self.worker.attach)
         self.worker.connection_lost.connect(self._connection_lost)
@@ -320,6 +322,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.retry_button.hide()
         self.just_sent, self.fit_note = None, ""
         request = ReplyRequest(tuple(messages), self.side.config(), self.side.thinking.isChecked())
+        self.measure_control.before_reply(request.config.depth)  # queued ahead of the reply: it plays plain
         self.reply.begin(self.conversation_id)  # on disk from now, marked interrupted until it ends
         self.chart_model.begin_message()
         self.chart_model.plain_pass_s = self.plain_pass_s()  # prices the p_min what-if
@@ -446,6 +449,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.setWindowTitle(title)
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
         self.side.depth_note.clear()  # what Auto did with the models before
+        self.measure_control.loaded(info)
         if self.preferences_window is not None:  # the context made, beside the one asked for
             self.preferences_window.context_now.setText(context_sentence(info))
         self._say("")  # the standing notices: the pair's in one line, with "why?"
@@ -487,6 +491,8 @@ class MainWindow(ToolWindows, QMainWindow):
         self.send_button.setEnabled(ready and not self.streaming)
         self.stop_button.setEnabled(self.streaming)
         self.side.setEnabled(not self.streaming)
+        if hasattr(self, "measure_control"):
+            self.measure_control.panel.set_paused(self.streaming)
 
     # ---- status ----
     def _say(self, text: str) -> None:
