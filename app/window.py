@@ -357,7 +357,6 @@ class MainWindow(ToolWindows, QMainWindow):
         stopped = stats.finish_reason is FinishReason.CANCELLED
         note = stats.message if stats.finish_reason is FinishReason.CONTEXT_FULL else ""
         note = note or uncoloured_note(self.reply_tokens, self.pair.remote if self.pair else None)
-        note = " · ".join(n for n in (self.fit_note, note) if n)
         self.transcript.end_reply(stats, stopped, note)
         self.reply.finish(stats, stopped)
         self.last_reply_stats = stats
@@ -382,6 +381,7 @@ class MainWindow(ToolWindows, QMainWindow):
     def _prompt_fitted(self, note: str) -> None:
         self.fit_note = note
         if note:
+            self.transcript.say_above_reply(note)  # above the reply it concerns
             self._say(note)
 
     def _message_refused(self, sentence: str) -> None:

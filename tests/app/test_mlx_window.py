@@ -116,8 +116,9 @@ def test_the_lab_runs_an_mlx_pair_at_each_depth(qtbot, tmp_path, folders, plain_
 def test_auto_on_mlx_measures_and_keeps_an_mlx_profile(qtbot, tmp_path, folders, plain_ids, monkeypatch, send):
     monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "cache"))
     window = mlx_window(qtbot, tmp_path, folders, depth=AUTO)
-    stats = send(window, PROMPT)  # Auto's first reply measures this box on MLX
+    stats = send(window, PROMPT)  # plain while this box is measured on MLX in the background
     assert isinstance(stats, RunStats) and list(stats.token_ids) == plain_ids
+    qtbot.waitUntil(lambda: not window.measure_control.measuring, timeout=600_000)
     engine = window.worker.engine
     (saved,) = (tmp_path / "cache" / "profiles").glob("*.json")
     data = json.loads(saved.read_text())
