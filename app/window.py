@@ -14,6 +14,7 @@ from app.actions import MessageActions, alternative_note
 from app.boxmeasure import MeasureControl
 from app.charts import ChartModel, ChartsPanel
 from app.conversations import ConversationActions, title_from
+from app.editmenu import EditHistory
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
 from app.firstrun import is_missing_model
 from app.menus import Menus
@@ -157,6 +158,8 @@ class MainWindow(ToolWindows, QMainWindow):
         self.speculate_button = center.speculate_anyway
         self.retry_button = center.retry
         self.retry_button.clicked.connect(self.retry)
+        self.remove_failed_button = center.remove_failed
+        self.remove_failed_button.clicked.connect(self.remove_failed_reply)
 
         self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
@@ -179,6 +182,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.status = StatusLine(self.statusBar())
 
         self.message_tools, self.conversation_tools = MessageActions(self), ConversationActions(self)
+        self.edits = EditHistory(self)  # Undo/Redo of deletions; Cut/Copy/Paste/Select All on the focus
         self.message_actions, self.conversation_actions = self.message_tools.actions, self.conversation_tools.actions
         self.engine_menu = EngineMenu(self, self.use_this_machine, self.attach)
         self.menus = Menus(self)
@@ -320,6 +324,7 @@ class MainWindow(ToolWindows, QMainWindow):
     def _request_reply(self, messages: list[Message]) -> None:
         self._say("")
         self.retry_button.hide()
+        self.remove_failed_button.hide()
         self.just_sent, self.fit_note = None, ""
         request = ReplyRequest(tuple(messages), self.side.config(), self.side.thinking.isChecked())
         self.measure_control.before_reply(request.config.depth)  # queued ahead of the reply: it plays plain
@@ -374,9 +379,31 @@ class MainWindow(ToolWindows, QMainWindow):
         self.streaming = False
         self.transcript.add_error(message)
         self.store.add_message(self.conversation_id, StoredMessage("error", message))
-        self.retry_button.show()  # every failed reply can be asked for again
+        self.retry_button.show()  # every failed reply can be asked for again, or removed (undoably)
+        self.remove_failed_button.show()
         self._update_buttons()
         self.reply_finished.emit(None)
+
+    def remove_failed_reply(self) -> None:
+        """Take the latest failure out of the conversation: its error and the partial reply before it."""
+        if self.streaming:
+            return
+        messages = self.store.messages(self.conversation_id)
+        errors = [i for i, m in enumerate(messages) if m.role == "error"]
+        if not errors:
+            return
+        i = errors[-1]
+        before = messages[i - 1] if i > 0 else None  # what arrived before the failure, kept as a stopped reply
+        partial = before is not None and before.role == "assistant" and before.stopped and before.stats is None
+        doomed = [m.id for m in messages[i - 1 if partial else i : i + 1]]
+        self.edits.delete_messages(
+            lambda: [storeedits.delete_message(self.store, self.conversation_id, d) for d in doomed],
+            "the removal of the failed reply",
+        )
+        self.open_conversation(self.conversation_id)
+        self.retry_button.hide()
+        self.remove_failed_button.hide()
+        self._say("Removed the failed reply. Undo (Edit menu) brings it back.")
 
     def _prompt_fitted(self, note: str) -> None:
         self.fit_note = note
