@@ -213,6 +213,9 @@ class MeasureControl(QObject):
         self.panel.stop_requested.connect(self.stop)
         self.measuring = False
         self.stopped = False  # the user stopped it: Auto stays plain until asked again
+        # Measure as soon as a pair loads at Auto (the first run). Off where preferences were handed in
+        # (tests, the self-test), as the first-run dialog is: there a reply at Auto starts it.
+        self.on_load = window.offer_first_run
 
     def measure(self, again: bool = False, first: bool = False) -> None:
         """Measure this machine for the loaded pair; `again` even where a profile is saved."""
@@ -232,7 +235,8 @@ class MeasureControl(QObject):
         if self.measuring:
             self.measuring = False
             self.panel.hide()
-        if info.unmeasured and info.remote is None and self.window.side.chosen_depth() == AUTO and not self.stopped:
+        auto = self.window.side.chosen_depth() == AUTO
+        if self.on_load and info.unmeasured and info.remote is None and auto and not self.stopped:
             self.measure(first=True)
 
     def before_reply(self, depth) -> None:

@@ -35,6 +35,7 @@ def first_run_window(make_window, smollm_path, monkeypatch, tmp_path):
     model = str(smollm_path)  # its own drafter: the smallest pair there is
     window = make_window(target=model, drafter=model, depth=AUTO, max_tokens=12, wait=False)
     window.worker.box.plan = PLAN  # read on the engine thread when the loaded pair asks for it
+    window.measure_control.on_load = True  # as a window on the user's own preferences does
     return window
 
 
