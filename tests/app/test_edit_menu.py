@@ -29,7 +29,8 @@ def test_the_edit_menu_holds_the_standard_actions(window_at, tmp_path):
     edit = window.menuBar().actions()[1].menu()
     assert [a.text() for a in edit.actions() if a.text()][:6] == ["Undo", "Redo", "Cut", "Copy", "Paste", "Select All"]
     shortcuts = dict(window.menus.shortcut_list())
-    assert shortcuts["Undo"] == "Ctrl+Z" and shortcuts["Copy"] == "Ctrl+C" and shortcuts["Select All"] == "Ctrl+A"
+    assert shortcuts["Undo"].startswith("Ctrl+Z") and "Ctrl+Shift+Z" in shortcuts["Redo"]
+    assert shortcuts["Copy"].startswith("Ctrl+C") and shortcuts["Select All"] == "Ctrl+A"
 
 
 def test_a_failed_reply_is_removed_and_undo_brings_it_back(qtbot, window_at, tmp_path):
