@@ -427,7 +427,8 @@ def measuring_soundly(steps_once: Callable[[], Steps], progress=None, key: str =
         raise ProfileRefused(refused)
     problem = ""
     for attempt in range(2):
-        profile = yield from steps_once()
+        again = f"measuring again ({problem}): " if attempt else ""
+        profile = yield from _said_as(steps_once(), again)
         problem = problem_of(profile)
         if not problem:
             save_profile(profile)
@@ -437,6 +438,21 @@ def measuring_soundly(steps_once: Callable[[], Steps], progress=None, key: str =
     sentence = refusal(problem)
     note_refusal(profile_path(profile.key), sentence)
     raise ProfileRefused(sentence)
+
+
+def _said_as(steps: Steps, prefix: str) -> Steps:
+    """The same steps, each label after `prefix` (a second attempt says why it started over)."""
+    if not prefix:
+        return (yield from steps)
+    try:
+        while True:
+            try:
+                step = next(steps)
+            except StopIteration as end:
+                return end.value
+            yield replace(step, label=prefix + step.label)
+    finally:
+        steps.close()
 
 
 # A profile measured without a draft model (n-gram, MTP, DFlash, EAGLE-3 drafters) has no
