@@ -115,6 +115,9 @@ def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=
         raise ModelFileError(
             f"{target_path.name} is not an MLX model folder this can read (config.json and safetensors)."
         )
+    refused = mlx_compat.refusal(target_path)
+    if refused:
+        raise ModelFileError(refused)
     name = mlx_compat.name_of(target)
     passed_over: list[str] = []
     if target.mtp_layers and target.mtp_weights:
@@ -129,6 +132,10 @@ def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=
     drafters.sort(key=lambda f: not mlx_compat.made_for(target, f))  # made for this target first, else in order
     models = [f for f in found if not f.drafter and f.architecture == target.architecture and f.size < target.size]
     for side in [*drafters, *sorted(models, key=lambda f: -f.size)]:
+        refused = mlx_compat.refusal(side.path)  # what the loader would refuse, auto passes over in its words
+        if refused:
+            passed_over.append(refused.rstrip("."))
+            continue
         what, why_not = mlx_compat.fits(target, side)
         refused = [r.sentence for r in mlx_compat.vocabulary_rules(target, side) if not r.holds]
         side_name = mlx_compat.name_of(side)
