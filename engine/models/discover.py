@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.drafting import kinds
-from engine.errors import DraftlightError, IncompatibleDrafter, ModelFileError
+from engine.errors import DraftlightError, IncompatibleDrafter
 from engine.models import catalog, mlx_compat
 from engine.runtime.formats import MLX, runtime_for
 from engine.runtime.gguf import GGUFInfo, read_gguf
@@ -110,14 +110,7 @@ def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=
     """`auto` for an MLX target folder: its own MTP heads; an MLX drafter folder beside it or on this
     machine that fits (DFlash, DSpark, EAGLE-3, an assistant, an MTP head); a smaller model of its family that
     shares its vocabulary. GGUF files beside it are passed over: the runtimes differ."""
-    target = mlx_compat.read_mlx(target_path)
-    if target is None:
-        raise ModelFileError(
-            f"{target_path.name} is not an MLX model folder this can read (config.json and safetensors)."
-        )
-    refused = mlx_compat.refusal(target_path)
-    if refused:
-        raise ModelFileError(refused)
+    target = mlx_compat.checked(target_path)
     name = mlx_compat.name_of(target)
     passed_over: list[str] = []
     if target.mtp_layers and target.mtp_weights:
@@ -165,8 +158,5 @@ def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
     if ours is not None and theirs is not None and ours != theirs:
         raise IncompatibleDrafter(mlx_compat.runtimes_differ(target_path, spec, ours, theirs) + ".")
     if theirs == MLX:
-        folder = mlx_compat.read_mlx(spec)
-        if folder is None:
-            raise ModelFileError(f"{Path(spec).name} is not an MLX model folder this can read.")
-        return mlx_compat.kind_of(folder).name
+        return mlx_compat.kind_of(mlx_compat.checked(spec)).name
     return kinds.kind_of_spec(target_path, spec).name

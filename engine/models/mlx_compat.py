@@ -70,6 +70,16 @@ def refusal(path: str | Path) -> str:
     return ""
 
 
+def checked(path: str | Path) -> MlxFolder:
+    """A folder's description once the loaders' check passes; else ModelFileError with the check's sentence,
+    or, where the folder is whole and still not one MLX loads, a sentence saying so."""
+    check_folder(path)
+    folder = read_mlx(path)
+    if folder is None:
+        raise ModelFileError(f"{Path(path).name} is not an MLX model folder this can read.")
+    return folder
+
+
 def kind_of(folder: MlxFolder) -> kinds.DrafterKind:
     """The kind of drafter an MLX folder is: a draft model of its own unless its config says otherwise."""
     return KIND_OF.get(folder.drafter, kinds.MODEL)
