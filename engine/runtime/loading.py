@@ -59,6 +59,10 @@ def load_model(
     chosen = chosen_runtime(path, runtime)
     if chosen == LLAMA:
         return Model(path, options)
+    if path.is_dir():  # a damaged folder is said before MLX, mlx-lm and transformers take seconds to import
+        from engine.runtime.mlx_check import check_folder
+
+        check_folder(path)
     mlx = _mlx()
     if model_format(path) == "gguf":
         if converted is None:
