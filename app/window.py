@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication, QFrame, QMainWindow, QScrollArea, QS
 
 from app import exports, settings, storeedits, theme
 from app.actions import MessageActions, alternative_note
+from app.chartfeed import ChartFeed
 from app.charts import ChartModel, ChartsPanel
 from app.conversations import ConversationActions, title_from
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
@@ -159,6 +160,7 @@ class MainWindow(ToolWindows, QMainWindow):
 
         self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
+        self.chart_feed = ChartFeed(self.store, self.transcript, self.chart_model, lambda: self.streaming)
         self.side_splitter = right = QSplitter(Qt.Orientation.Vertical)
         # Each scrolls where the window is small (1024x700): nothing is cut, nothing sets the window's minimum.
         side = scrolling(self.side)
@@ -254,6 +256,7 @@ class MainWindow(ToolWindows, QMainWindow):
             elif m.role == "error":
                 self.transcript.add_error(m.content)
             tag_last_message(self.transcript, m.id)
+        self.chart_feed.load(conversation_id)  # its replies' figures: another conversation's leave the charts
         self.message_tools.refresh()
         self._fill_conversation_list()
 
@@ -262,7 +265,6 @@ class MainWindow(ToolWindows, QMainWindow):
             self._say("A reply is streaming: stop it before starting a new conversation.")
             return
         self.conversation_id = self.store.new_conversation()
-        self.chart_model.begin_message()
         self.open_conversation(self.conversation_id)
 
     def engine_messages(self) -> list[Message]:
@@ -321,7 +323,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.just_sent, self.fit_note = None, ""
         request = ReplyRequest(tuple(messages), self.side.config(), self.side.thinking.isChecked())
         self.reply.begin(self.conversation_id)  # on disk from now, marked interrupted until it ends
-        self.chart_model.begin_message()
+        self.chart_feed.begin_live()
         self.chart_model.plain_pass_s = self.plain_pass_s()  # prices the p_min what-if
         self.transcript.begin_reply()
         tag_last_message(self.transcript, self.reply.message_id)
@@ -357,6 +359,7 @@ class MainWindow(ToolWindows, QMainWindow):
         note = " · ".join(n for n in (self.fit_note, note) if n)
         self.transcript.end_reply(stats, stopped, note)
         self.reply.finish(stats, stopped)
+        self.chart_feed.end_live()  # the reply as stored: its figures, and "all" with it
         self.last_reply_stats = stats
         self.streaming = False
         self._show_status(stats)
