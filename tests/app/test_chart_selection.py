@@ -152,3 +152,35 @@ def test_a_chart_without_a_source_gives_its_room_away_and_says_why(qtbot, window
     charts.refresh()
     assert charts.thermal_plot.isVisibleTo(charts) and not charts.thermal_note.isVisibleTo(charts)
     assert charts.thermal_plot in charts.plots()
+
+
+def decode_tps(events: list) -> list[float]:
+    """Decode tokens/s after each decode round of one reply's events: tokens so far over round time so far."""
+    t, n, out = 0.0, 0, []
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    for r in (e for e in events if isinstance(e, RoundEvent) and not e.from_prefill):
+        t += r.total_ms / 1e3
+        n += sum(1 for e in tokens if e.round_index == r.round_index)
+        out.append(n / t)
+    return out
+
+
+def test_a_streamed_reply_is_charted_live_then_kept_and_selectable(qtbot, make_window, send):
+    window = make_window(depth=3)
+    events: list = []
+    window.worker.events.connect(events.extend)
+    replies = []
+    for prompt in ("Write a bubble sort in C++.", "Name three colours."):
+        send(window, prompt)
+        replies.append(events[:])
+        events.clear()
+        assert [y for _, y in window.chart_model.tps] == pytest.approx(decode_tps(replies[-1]))
+    m = window.chart_model
+    assert m.shown == "reply 2 of 2"
+    first_stats, second_stats = replies[0][-1], replies[1][-1]
+    assert m.session_decoded == first_stats.decoded_tokens + second_stats.decoded_tokens
+    first = next(mid for mid, _ in replaystore.replays_in(window.store, window.conversation_id))
+    click(qtbot, window, first)
+    assert m.shown == "reply 1 of 2"
+    assert [y for _, y in m.tps] == pytest.approx(decode_tps(replies[0]))
+    assert m.message_acceptance() == pytest.approx(list(first_stats.acceptance_per_position))
