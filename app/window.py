@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication, QFrame, QMainWindow, QScrollArea, QS
 from app import exports, settings, storeedits, theme
 from app.actions import MessageActions, alternative_note
 from app.boxmeasure import MeasureControl
+from app.chartfeed import ChartFeed
 from app.charts import ChartModel, ChartsPanel
 from app.conversations import ConversationActions, title_from
 from app.editmenu import EditHistory
@@ -163,6 +164,7 @@ class MainWindow(ToolWindows, QMainWindow):
 
         self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
+        self.chart_feed = ChartFeed(self.store, self.transcript, self.chart_model, lambda: self.streaming)
         self.side_splitter = right = QSplitter(Qt.Orientation.Vertical)
         # Each scrolls where the window is small (1024x700): nothing is cut, nothing sets the window's minimum.
         side = scrolling(self.side)
@@ -260,6 +262,7 @@ class MainWindow(ToolWindows, QMainWindow):
             elif m.role == "error":
                 self.transcript.add_error(m.content)
             tag_last_message(self.transcript, m.id)
+        self.chart_feed.load(conversation_id)  # its replies' figures: another conversation's leave the charts
         self.message_tools.refresh()
         self._fill_conversation_list()
 
@@ -268,7 +271,6 @@ class MainWindow(ToolWindows, QMainWindow):
             self._say("A reply is streaming: stop it before starting a new conversation.")
             return
         self.conversation_id = self.store.new_conversation()
-        self.chart_model.begin_message()
         self.open_conversation(self.conversation_id)
 
     def engine_messages(self) -> list[Message]:
@@ -329,7 +331,7 @@ class MainWindow(ToolWindows, QMainWindow):
         request = ReplyRequest(tuple(messages), self.side.config(), self.side.thinking.isChecked())
         self.measure_control.before_reply(request.config.depth)  # queued ahead of the reply: it plays plain
         self.reply.begin(self.conversation_id)  # on disk from now, marked interrupted until it ends
-        self.chart_model.begin_message()
+        self.chart_feed.begin_live()
         self.chart_model.plain_pass_s = self.plain_pass_s()  # prices the p_min what-if
         self.transcript.begin_reply()
         tag_last_message(self.transcript, self.reply.message_id)
@@ -364,6 +366,7 @@ class MainWindow(ToolWindows, QMainWindow):
         note = note or uncoloured_note(self.reply_tokens, self.pair.remote if self.pair else None)
         self.transcript.end_reply(stats, stopped, note)
         self.reply.finish(stats, stopped)
+        self.chart_feed.end_live()  # the reply as stored: its figures, and "all" with it
         self.last_reply_stats = stats
         self.streaming = False
         self._show_status(stats)
