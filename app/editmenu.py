@@ -96,6 +96,28 @@ class EditHistory:
         self.done.append(ConversationDeletion(conversation_id, f"the deletion of '{title}'"))
         self.undone.clear()
 
+    def remove_failed_reply(self) -> None:
+        """Take the latest failure out of the conversation, undoably: its error and the partial reply before it."""
+        w = self.window
+        if w.streaming:
+            return
+        messages = w.store.messages(w.conversation_id)
+        errors = [i for i, m in enumerate(messages) if m.role == "error"]
+        if not errors:
+            return
+        i = errors[-1]
+        before = messages[i - 1] if i > 0 else None  # what arrived before the failure, kept as a stopped reply
+        partial = before is not None and before.role == "assistant" and before.stopped and before.stats is None
+        doomed = [m.id for m in messages[i - 1 if partial else i : i + 1]]
+        self.delete_messages(
+            lambda: [storeedits.delete_message(w.store, w.conversation_id, d) for d in doomed],
+            "the removal of the failed reply",
+        )
+        w.open_conversation(w.conversation_id)
+        w.retry_button.hide()
+        w.remove_failed_button.hide()
+        w._say("Removed the failed reply. Undo (Edit menu) brings it back.")
+
     # ---- undo and redo ----
     def undo_last(self) -> None:
         focus = QApplication.focusWidget()
