@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QApplication, QLineEdit, QPlainTextEdit, QTextEdit, QWidget
+from PySide6.QtWidgets import QLineEdit, QPlainTextEdit, QTextEdit, QWidget
 
 from app import storeedits
 
@@ -120,7 +120,7 @@ class EditHistory:
 
     # ---- undo and redo ----
     def undo_last(self) -> None:
-        focus = QApplication.focusWidget()
+        focus = self.window.focusWidget()
         if editable(focus):
             focus.undo()
             return
@@ -128,7 +128,7 @@ class EditHistory:
             self._step(self.done, self.undone, undo=True)
 
     def redo_last(self) -> None:
-        focus = QApplication.focusWidget()
+        focus = self.window.focusWidget()
         if editable(focus):
             focus.redo()
             return
@@ -170,7 +170,7 @@ class EditHistory:
 
     # ---- the focused widget's own ----
     def _on_focus(self, method: str) -> None:
-        focus = QApplication.focusWidget()
+        focus = self.window.focusWidget()
         if focus is None:
             return
         if method == "copy" and focus is self.window.transcript and not focus.textCursor().hasSelection():
