@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QApplication, QLineEdit, QPlainTextEdit, QTextEdit, QWidget
+from PySide6.QtWidgets import QLineEdit, QPlainTextEdit, QTextEdit, QWidget
 
 from app import storeedits
 
@@ -96,9 +96,31 @@ class EditHistory:
         self.done.append(ConversationDeletion(conversation_id, f"the deletion of '{title}'"))
         self.undone.clear()
 
+    def remove_failed_reply(self) -> None:
+        """Take the latest failure out of the conversation, undoably: its error and the partial reply before it."""
+        w = self.window
+        if w.streaming:
+            return
+        messages = w.store.messages(w.conversation_id)
+        errors = [i for i, m in enumerate(messages) if m.role == "error"]
+        if not errors:
+            return
+        i = errors[-1]
+        before = messages[i - 1] if i > 0 else None  # what arrived before the failure, kept as a stopped reply
+        partial = before is not None and before.role == "assistant" and before.stopped and before.stats is None
+        doomed = [m.id for m in messages[i - 1 if partial else i : i + 1]]
+        self.delete_messages(
+            lambda: [storeedits.delete_message(w.store, w.conversation_id, d) for d in doomed],
+            "the removal of the failed reply",
+        )
+        w.open_conversation(w.conversation_id)
+        w.retry_button.hide()
+        w.remove_failed_button.hide()
+        w._say("Removed the failed reply. Undo (Edit menu) brings it back.")
+
     # ---- undo and redo ----
     def undo_last(self) -> None:
-        focus = QApplication.focusWidget()
+        focus = self.window.focusWidget()
         if editable(focus):
             focus.undo()
             return
@@ -106,7 +128,7 @@ class EditHistory:
             self._step(self.done, self.undone, undo=True)
 
     def redo_last(self) -> None:
-        focus = QApplication.focusWidget()
+        focus = self.window.focusWidget()
         if editable(focus):
             focus.redo()
             return
@@ -148,7 +170,7 @@ class EditHistory:
 
     # ---- the focused widget's own ----
     def _on_focus(self, method: str) -> None:
-        focus = QApplication.focusWidget()
+        focus = self.window.focusWidget()
         if focus is None:
             return
         if method == "copy" and focus is self.window.transcript and not focus.textCursor().hasSelection():

@@ -160,7 +160,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.retry_button = center.retry
         self.retry_button.clicked.connect(self.retry)
         self.remove_failed_button = center.remove_failed
-        self.remove_failed_button.clicked.connect(self.remove_failed_reply)
+        self.remove_failed_button.clicked.connect(lambda: self.edits.remove_failed_reply())
 
         self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
@@ -386,27 +386,6 @@ class MainWindow(ToolWindows, QMainWindow):
         self.remove_failed_button.show()
         self._update_buttons()
         self.reply_finished.emit(None)
-
-    def remove_failed_reply(self) -> None:
-        """Take the latest failure out of the conversation: its error and the partial reply before it."""
-        if self.streaming:
-            return
-        messages = self.store.messages(self.conversation_id)
-        errors = [i for i, m in enumerate(messages) if m.role == "error"]
-        if not errors:
-            return
-        i = errors[-1]
-        before = messages[i - 1] if i > 0 else None  # what arrived before the failure, kept as a stopped reply
-        partial = before is not None and before.role == "assistant" and before.stopped and before.stats is None
-        doomed = [m.id for m in messages[i - 1 if partial else i : i + 1]]
-        self.edits.delete_messages(
-            lambda: [storeedits.delete_message(self.store, self.conversation_id, d) for d in doomed],
-            "the removal of the failed reply",
-        )
-        self.open_conversation(self.conversation_id)
-        self.retry_button.hide()
-        self.remove_failed_button.hide()
-        self._say("Removed the failed reply. Undo (Edit menu) brings it back.")
 
     def _prompt_fitted(self, note: str) -> None:
         self.fit_note = note

@@ -6,6 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
+from app.store import StoredMessage
+from app.storeopen import open_store
 from tests.app.test_actions_conversations import listed, three_conversations
 
 CTRL = Qt.KeyboardModifier.ControlModifier
@@ -16,12 +18,20 @@ def roles(window) -> list[str]:
     return [m.role for m in window.store.messages(window.conversation_id)]
 
 
+def keys(qtbot, window, modifiers) -> None:
+    """Ctrl+Z (or Ctrl+Shift+Z) in the transcript: a window's shortcuts fire while it is the active one."""
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=5_000)
+    window.transcript.setFocus()
+    qtbot.keyClick(window.transcript, Qt.Key.Key_Z, modifiers)
+
+
 def undo(qtbot, window) -> None:
-    qtbot.keyClick(window.transcript, Qt.Key.Key_Z, CTRL)
+    keys(qtbot, window, CTRL)
 
 
 def redo(qtbot, window) -> None:
-    qtbot.keyClick(window.transcript, Qt.Key.Key_Z, CTRL | SHIFT)
+    keys(qtbot, window, CTRL | SHIFT)
 
 
 def test_the_edit_menu_holds_the_standard_actions(window_at, tmp_path):
@@ -121,3 +131,25 @@ def test_help_has_a_short_guide(window_at, tmp_path):
     for words in ("accepted", "replaced", "bonus", "plain", "Auto", "Measure This Machine", "Ctrl+Z"):
         assert words in text
     guide.close()
+
+
+def test_removing_a_failed_reply_takes_the_part_that_arrived_with_it(qtbot, window_at, tmp_path):
+    path = tmp_path / "c.sqlite3"
+    store, _ = open_store(path)
+    cid = store.new_conversation("Mills")
+    store.add_message(cid, StoredMessage("user", "Tell me about the mill."))
+    store.add_message(cid, StoredMessage("assistant", "The mill on the", stopped=True))  # cut by the failure
+    store.add_message(cid, StoredMessage("error", "The engine failed: out of memory."))
+    store.close()
+    window = window_at(path)
+    assert roles(window) == ["user", "assistant", "error"]
+    window.edits.remove_failed_reply()
+    assert roles(window) == ["user"] and window.notice.text().startswith("Removed the failed reply.")
+    window.transcript.setFocus()
+    undo(qtbot, window)
+    assert window.notice.text() == "Undid the removal of the failed reply."
+    assert roles(window) == ["user", "assistant", "error"]
+    assert [m.content for m in window.store.messages(cid)][1:] == [
+        "The mill on the",
+        "The engine failed: out of memory.",
+    ]
