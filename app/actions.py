@@ -205,11 +205,17 @@ class MessageActions(QObject):
         message = self._pick(message_id, ("assistant", "user", "error"))
         if message is None or self._busy("delete a message"):
             return
-        storeedits.delete_message(self.window.store, self.window.conversation_id, message.id)
+        what = {"user": "the deletion of your message", "error": "the deletion of the error"}.get(
+            message.role, "the deletion of the reply"
+        )
+        self.window.edits.delete_messages(
+            lambda: storeedits.delete_message(self.window.store, self.window.conversation_id, message.id), what
+        )
         if self.editing is not None and not any(m.id == self.editing for m in self._messages()):
             self.cancel_edit()
         self.window.open_conversation(self.window.conversation_id)
-        self.window._say("Deleted your message and its reply." if message.role == "user" else "Deleted the reply.")
+        said = "Deleted your message and its reply." if message.role == "user" else "Deleted the reply."
+        self.window._say(f"{said} Undo (Edit menu) brings it back.")
 
     def _replay(self, message_id: int | None):
         """The chosen reply's replay, or None with a sentence saying why there is none."""

@@ -7,162 +7,20 @@ The model takes every event as it arrives; the panel redraws from it on a timer 
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from app import palette
-from engine import (
-    RANK_BUCKETS,
-    PositionTally,
-    RejectionAnatomy,
-    RoundEvent,
-    RunStats,
-    ThermalReading,
-    ThermalState,
-    TokenEvent,
-    TokenKind,
-    rank_bucket,
-    rejection_anatomy,
-)
+from app.chartmodel import RECENT_ROUNDS, ChartModel
+from engine import RANK_BUCKETS, ThermalState, TokenKind
+
+__all__ = ["ChartModel", "ChartsPanel", "nice_ceiling"]
 
 REFRESH_MS = 200
 STATE_LEVELS = (ThermalState.NOMINAL, ThermalState.FAIR, ThermalState.SERIOUS, ThermalState.CRITICAL)
-RECENT_ROUNDS = 60
-
-
-@dataclass
-class ChartModel:
-    """Figures the charts draw, recomputable from the events alone.
-
-    x is decode time in seconds, summed over the session's rounds. Decode tokens/s at a
-    point is the current message's tokens over its round time so far.
-    """
-
-    decode_time: float = 0.0
-    tps: list[tuple[float, float]] = field(default_factory=list)
-    mean_length: list[tuple[float, float]] = field(default_factory=list)
-    message_positions: PositionTally = field(default_factory=PositionTally)
-    session_positions: PositionTally = field(default_factory=PositionTally)
-    session_rounds: list[tuple[int, int]] = field(default_factory=list)  # (drafted, accepted) per round
-    rounds: deque = field(default_factory=lambda: deque(maxlen=RECENT_ROUNDS))  # (draft, verify, commit, host) ms
-    kinds: dict[TokenKind, int] = field(default_factory=lambda: dict.fromkeys(TokenKind, 0))
-    thermal: list[ThermalReading] = field(default_factory=list)
-    last_stats: RunStats | None = None
-    # Rejection anatomy: where the target's token stood among the drafter's choices, per rank
-    # bucket (this message, the session), and this message's events for the p_min what-if.
-    message_ranks: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RANK_BUCKETS, 0))
-    session_ranks: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RANK_BUCKETS, 0))
-    message_replaced: list[TokenEvent] = field(default_factory=list)
-    message_rounds: list[RoundEvent] = field(default_factory=list)
-    plain_pass_s: float | None = None  # this target alone on this box, for the what-if's prices
-    _message_tokens: int = 0
-    _message_time: float = 0.0
-    _message_rounds: int = 0
-    _pending_tokens: int = 0
-    rounds_version: int = 0  # bumped when the round-driven plots change
-    thermal_version: int = 0  # bumped with each thermal reading
-    totals_only: bool = False  # a server that reports a reply's draft totals alone: acceptance is one bar
-
-    def clear_thermal(self) -> None:
-        """Another box's readings from now on."""
-        self.thermal = []
-        self.thermal_version += 1
-
-    def begin_message(self) -> None:
-        self.message_positions = PositionTally()
-        self.message_ranks = dict.fromkeys(RANK_BUCKETS, 0)
-        self.message_replaced, self.message_rounds = [], []
-        self._message_tokens = self._message_rounds = self._pending_tokens = 0
-        self._message_time = 0.0
-        self.rounds_version += 1
-
-    def add(self, events: list) -> None:
-        for event in events:
-            if isinstance(event, TokenEvent):
-                self._pending_tokens += 1
-                self.kinds[event.kind] += 1
-                if event.draft_rank is not None:
-                    bucket = rank_bucket(event.draft_rank)
-                    self.message_ranks[bucket] += 1
-                    self.session_ranks[bucket] += 1
-                    self.message_replaced.append(event)
-            elif isinstance(event, RoundEvent):
-                self._add_round(event)
-            elif isinstance(event, RunStats):
-                self.last_stats = event
-                if not self.message_rounds:  # a remote server's reply: its totals, no rounds
-                    self._add_totals(event)
-
-    def _add_round(self, r: RoundEvent) -> None:
-        self.rounds_version += 1
-        self.message_rounds.append(r)
-        if r.from_prefill:  # the prompt's pass wrote this token: no decode round, no decode time
-            self._pending_tokens = 0
-            return
-        seconds = r.total_ms / 1e3
-        self.decode_time += seconds
-        self._message_time += seconds
-        self._message_rounds += 1
-        self._message_tokens += self._pending_tokens
-        self._pending_tokens = 0
-        self.message_positions.add(r.drafted, r.accepted)
-        self.session_positions.add(r.drafted, r.accepted)
-        self.session_rounds.append((r.drafted, r.accepted))
-        if self._message_time > 0:
-            self.tps.append((self.decode_time, self._message_tokens / self._message_time))
-        self.mean_length.append((self.decode_time, self._message_tokens / self._message_rounds))
-        # host: the loop's own work outside the round's three parts (its events, the text, the next depth)
-        self.rounds.append((r.draft_ms, r.verify_ms, r.commit_ms, max(0.0, r.round_ms - r.total_ms)))
-
-    def _add_totals(self, stats: RunStats) -> None:
-        """What llama-server (draft totals) and vLLM (per position) report of a reply."""
-        self.rounds_version += 1
-        self._pending_tokens = 0
-        if stats.decode_s <= 0:
-            return
-        self.decode_time += stats.decode_s
-        self.tps.append((self.decode_time, stats.decode_tps))
-        if stats.rounds:
-            self.mean_length.append((self.decode_time, stats.mean_accepted_length))
-        if stats.drafted_per_position:
-            drafted, accepted = stats.drafted_per_position, stats.accepted_per_position
-        elif stats.drafted:
-            drafted, accepted = (stats.drafted,), (stats.accepted,)
-            self.totals_only = True  # one bar for every position together
-        else:
-            return
-        self.message_positions.extend(drafted, accepted)
-        self.session_positions.extend(drafted, accepted)
-
-    def add_thermal(self, reading: ThermalReading) -> None:
-        self.thermal.append(reading)
-        del self.thermal[:-600]
-        self.thermal_version += 1
-
-    def anatomy(self) -> RejectionAnatomy:
-        """This message's rejections and its p_min what-ifs."""
-        return rejection_anatomy(self.message_replaced, self.message_rounds, self.plain_pass_s)
-
-    def best_what_if(self) -> str:
-        """The cutoff that would have helped this message most, in a sentence (or why none would)."""
-        a = self.anatomy()
-        measured = self.tps[-1][1] if self.tps else None
-        useful = [w for w in a.what_ifs if w.skipped and w.tps is not None]
-        if not useful:
-            return "" if not a.rejections else "No confidence cutoff would have skipped a draft in this message."
-        best = max(useful, key=lambda w: w.tps)
-        return best.sentence(measured).capitalize() + "."
-
-    def message_acceptance(self) -> list[float]:
-        return list(self.message_positions.acceptance)
-
-    def session_acceptance(self) -> list[float]:
-        return list(self.session_positions.acceptance)
 
 
 def nice_ceiling(value: float) -> float:
@@ -193,27 +51,33 @@ class ChartsPanel(QWidget):
         self.titles: dict[pg.PlotWidget, str] = {}
         background, foreground = _colours(self.dark)
         pg.setConfigOptions(antialias=True, background=background, foreground=foreground)
-        layout = QGridLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-
-        self.tps_plot = self._plot("Decode tok/s", "decode time (s)", "tok/s")
-        self.tps_curve = self.tps_plot.plot(pen=pg.mkPen(palette.STROKES[TokenKind.ACCEPTED], width=2))
+        self.grid = QGridLayout(self)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.columns = 0  # two side by side where there is room, else one: never a sideways scroll
+        # Which reply the figures are, and what "all" means: one line above the charts.
+        self.showing = QLabel()
+        self.showing.setObjectName("charts_showing")
+        self.showing.setWordWrap(True)
 
         message_color, session_color = palette.STROKES[TokenKind.ACCEPTED], palette.STROKES[TokenKind.BONUS]
-        self.accept_plot = self._plot(
-            f"Acceptance <span style='color:{message_color}'>■msg</span> "
-            f"<span style='color:{session_color}'>■session</span>",
-            "draft position",
-            "accepted",
-        )
+        both = f"<span style='color:{message_color}'>■reply</span> <span style='color:{session_color}'>■all</span>"
+        self.tps_plot = self._plot(f"Decode tok/s {both}", "decode time (s)", "tok/s")
+        self.tps_curve = self.tps_plot.plot(pen=pg.mkPen(message_color, width=2))
+        dashed = pg.mkPen(session_color, width=2, style=Qt.PenStyle.DashLine)
+        self.tps_session = pg.InfiniteLine(angle=0, pen=dashed)  # every reply of the conversation
+        self.tps_plot.addItem(self.tps_session)
+
+        self.accept_plot = self._plot(f"Acceptance {both}", "draft position", "accepted")
         self._positions_ticked: tuple[int, bool] | None = None
         self.accept_message = pg.BarGraphItem(x=[], height=[], width=0.38, brush=message_color)
         self.accept_session = pg.BarGraphItem(x=[], height=[], width=0.38, brush=session_color)
         self.accept_plot.addItem(self.accept_message)
         self.accept_plot.addItem(self.accept_session)
 
-        self.length_plot = self._plot("Mean accepted length", "decode time (s)", "tokens/round")
-        self.length_curve = self.length_plot.plot(pen=pg.mkPen(palette.STROKES[TokenKind.BONUS], width=2))
+        self.length_plot = self._plot(f"Mean accepted length {both}", "decode time (s)", "tokens/round")
+        self.length_curve = self.length_plot.plot(pen=pg.mkPen(message_color, width=2))
+        self.length_session = pg.InfiniteLine(angle=0, pen=dashed)
+        self.length_plot.addItem(self.length_session)
 
         parts = " ".join(f"<span style='color:{c}'>■{n}</span>" for n, c in palette.ROUND_PARTS.items())
         self.split_plot = self._plot(f"Round {parts}", f"last {RECENT_ROUNDS} rounds", "ms")
@@ -234,10 +98,7 @@ class ChartsPanel(QWidget):
         # Rejection anatomy: a miss whose token was the drafter's 2nd or 3rd choice is one a
         # draft tree of that width would have caught.
         self.ranks_plot = self._plot(
-            f"Rejections by rank <span style='color:{message_color}'>■msg</span> "
-            f"<span style='color:{session_color}'>■session</span>",
-            "the target's token in the drafter's choices",
-            "share",
+            f"Rejections by rank {both}", "the target's token in the drafter's choices", "share"
         )
         self.ranks_plot.setMaximumHeight(170)
         # The bottom row is shorter than the others: the what-if sentence under it must fit a laptop screen.
@@ -249,17 +110,17 @@ class ChartsPanel(QWidget):
         self.ranks_session = pg.BarGraphItem(x=[], height=[], width=0.38, brush=session_color)
         self.ranks_plot.addItem(self.ranks_message)
         self.ranks_plot.addItem(self.ranks_session)
-        self.what_if = QLabel()  # the p_min what-if for this message, in a sentence
+        self.what_if = QLabel()  # the p_min what-if for this reply, in a sentence
         self.what_if.setWordWrap(True)
         self.what_if.setObjectName("what_if")
-
-        layout.addWidget(self.tps_plot, 0, 0)
-        layout.addWidget(self.accept_plot, 0, 1)
-        layout.addWidget(self.length_plot, 1, 0)
-        layout.addWidget(self.split_plot, 1, 1)
-        layout.addWidget(self.thermal_plot, 2, 0)
-        layout.addWidget(self.ranks_plot, 2, 1)
-        layout.addWidget(self.what_if, 3, 0, 1, 2)
+        # A machine with no thermal state to read: no empty chart, a line saying why.
+        self.thermal_note = QLabel()
+        self.thermal_note.setWordWrap(True)
+        self.thermal_note.setObjectName("thermal_note")
+        self.thermal_note.hide()
+        self.thermal_unknown = False
+        self.setMinimumWidth(self.tps_plot.minimumWidth())  # the column reflows rather than scroll sideways
+        self._place()
 
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
@@ -283,6 +144,34 @@ class ChartsPanel(QWidget):
         plot.getAxis("bottom").setStyle(hideOverlappingLabels=False)
         plot.getPlotItem().setContentsMargins(2, 2, 12, 2)
         return plot
+
+    def plots(self) -> list[pg.PlotWidget]:
+        """The charts shown, in reading order."""
+        shown = [self.tps_plot, self.accept_plot, self.length_plot, self.split_plot, self.thermal_plot, self.ranks_plot]
+        return [p for p in shown if p is not self.thermal_plot or not self.thermal_unknown]
+
+    def _place(self) -> None:
+        """The charts in two columns where two fit side by side, else in one."""
+        spacing = max(self.grid.horizontalSpacing(), 0)
+        columns = 2 if self.width() >= 2 * self.tps_plot.minimumWidth() + spacing else 1
+        plots = self.plots()
+        for widget in (self.showing, *plots, self.thermal_plot, self.thermal_note, self.what_if):
+            self.grid.removeWidget(widget)
+        self.grid.addWidget(self.showing, 0, 0, 1, 2)
+        for i, plot in enumerate(plots):
+            row, column = divmod(i, columns)
+            last_alone = columns == 2 and i == len(plots) - 1 and column == 0
+            self.grid.addWidget(plot, row + 1, column, 1, 2 if columns == 1 or last_alone else 1)
+        rows = (len(plots) + columns - 1) // columns + 1
+        self.grid.addWidget(self.thermal_note, rows, 0, 1, 2)
+        self.grid.addWidget(self.what_if, rows + 1, 0, 1, 2)
+        self.columns = columns
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        spacing = max(self.grid.horizontalSpacing(), 0)
+        if (2 if self.width() >= 2 * self.tps_plot.minimumWidth() + spacing else 1) != self.columns:
+            self._place()
 
     def changeEvent(self, event) -> None:
         if event.type() == QEvent.Type.PaletteChange and palette.is_dark() != self.dark:
@@ -312,15 +201,18 @@ class ChartsPanel(QWidget):
             plot.setRange(xRange=x, yRange=y, padding=0)
 
     def _draw_rounds(self, m: ChartModel) -> None:
-        for plot, curve, points, y_min in (
-            (self.tps_plot, self.tps_curve, m.tps, 0.0),
-            (self.length_plot, self.length_curve, m.mean_length, 1.0),
+        showing = m.shown or "the reply streaming now"
+        self.showing.setText(f"Charts: {showing} (■all: every reply of this conversation)." if m.shown or m.tps else "")
+        for plot, curve, points, line, whole, y_min in (
+            (self.tps_plot, self.tps_curve, m.tps, self.tps_session, m.session_tps(), 0.0),
+            (self.length_plot, self.length_curve, m.mean_length, self.length_session, m.session_mean_length(), 1.0),
         ):
             xs, ys = zip(*points) if points else ((), ())
             curve.setData(xs, ys)
-            self._fit(
-                plot, (0.0, nice_ceiling(max(xs, default=0.0))), (y_min, nice_ceiling(max(ys, default=1.0) * 1.05))
-            )
+            line.setVisible(whole is not None)
+            line.setPos(whole or 0.0)
+            top = max(max(ys, default=1.0), whole or 0.0)
+            self._fit(plot, (0.0, nice_ceiling(max(xs, default=0.0))), (y_min, nice_ceiling(top * 1.05)))
         message, session = m.message_acceptance(), m.session_acceptance()
         self.accept_message.setOpts(x=np.arange(1, len(message) + 1) - 0.2, height=message)
         self.accept_session.setOpts(x=np.arange(1, len(session) + 1) + 0.2, height=session)
@@ -359,7 +251,15 @@ class ChartsPanel(QWidget):
             self.what_if.setToolTip("\n".join(w.sentence() for w in a.what_ifs))
 
     def _draw_thermal(self, m: ChartModel) -> None:
-        if m.thermal:
+        unknown = bool(m.thermal) and m.thermal[-1].state not in STATE_LEVELS
+        if unknown != self.thermal_unknown:  # no state to chart: its room goes to the others
+            self.thermal_unknown = unknown
+            self.thermal_plot.setVisible(not unknown)
+            self.thermal_note.setVisible(unknown)
+            self._place()
+        if unknown:
+            self.thermal_note.setText(f"No thermal chart: {m.thermal[-1].describe()}.")
+        if m.thermal and not unknown:
             t0 = m.thermal[0].timestamp
             known = [r for r in m.thermal if r.state in STATE_LEVELS]
             if known:

@@ -157,7 +157,8 @@ class ConversationActions(QObject):
         QTimer.singleShot(0, lambda: self.rename_to(cid, title))
 
     # ---- delete and undo ----
-    def delete_conversation(self, conversation_id: int | None = None) -> None:
+    def delete_conversation(self, conversation_id: int | None = None, record: bool = True) -> None:
+        """Delete (hide) a conversation until the app closes; Undo (the button, or Edit → Undo) brings it back."""
         w = self.window
         cid = self._chosen_id(conversation_id)
         if cid == w.conversation_id and w.streaming:
@@ -166,6 +167,8 @@ class ConversationActions(QObject):
         title = storeedits.title_of(w.store, cid)
         storeedits.mark_deleted(w.store, cid)
         self.deleted.append((cid, title))
+        if record:
+            w.edits.conversation_deleted(cid, title)
         if cid == w.conversation_id:
             rest = w.store.conversations()
             w.open_conversation(rest[0].id if rest else w.store.new_conversation())
@@ -176,9 +179,14 @@ class ConversationActions(QObject):
 
     def undo_delete(self) -> None:
         """Bring back the conversation deleted last, and open it."""
-        if not self.deleted:
-            return
-        cid, _title = self.deleted.pop()
+        if self.deleted:
+            self.bring_back(self.deleted[-1][0])
+
+    def bring_back(self, cid: int) -> bool:
+        """Bring back a conversation deleted in this session, and open it."""
+        if cid not in [d for d, _ in self.deleted]:
+            return False
+        self.deleted = [d for d in self.deleted if d[0] != cid]
         storeedits.restore(self.window.store, cid)
         if self.window.streaming:
             self.window._fill_conversation_list()
@@ -188,6 +196,7 @@ class ConversationActions(QObject):
             self.undo_notice.label.setText(f"Deleted '{self.deleted[-1][1]}'")
         else:
             self.undo_notice.hide()
+        return True
 
     # ---- export ----
     def _export(self, markdown: bool, conversation_id: int | None = None) -> None:

@@ -16,6 +16,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox
 
 from app import exports
+from app.guide import GuideWindow
 from app.ledgermenu import add_ledger_menu
 
 Key = QKeySequence.StandardKey
@@ -72,6 +73,11 @@ class Menus:
         self.quit = act(file, "Quit", standard_keys(Key.Quit), window.close)
         self.quit.setMenuRole(QAction.MenuRole.QuitRole)
 
+        e = window.edits
+        edit.addActions([e.undo, e.redo])
+        edit.addSeparator()
+        edit.addActions([e.cut, e.copy, e.paste, e.select_all])
+        edit.addSeparator()
         m = window.message_tools
         edit.addActions([m.copy, m.regenerate, m.edit, m.stop])
         self._entry(edit, m.delete)
@@ -103,6 +109,8 @@ class Menus:
         act(tools, "Prompt lab…", [], window.open_prompt_lab)
         act(tools, "Speedup calculator…", [], window.open_calculator)
         tools.addSeparator()
+        # What Auto's depth rests on, timed afresh (after a change of machine, load or power setting).
+        self.measure = act(tools, "Measure This Machine", [], lambda: window.measure_control.measure(again=True))
         self.ledger = add_ledger_menu(tools, window)
 
         self.minimize = act(self.window_menu, "Minimize", [QKeySequence("Ctrl+M")], self.minimize_window)
@@ -112,6 +120,8 @@ class Menus:
         self.windows = QActionGroup(self.window_menu)  # the open windows, the active one checked
         self.window_menu.aboutToShow.connect(self.list_windows)
 
+        self.guide = act(help_menu, "Draftlight guide", standard_keys(Key.HelpContents, "F1"), self.show_guide)
+        self.guide_window: GuideWindow | None = None
         self.shortcuts = act(help_menu, "Keyboard shortcuts", [], self.show_shortcuts)
         self.shortcuts_box: QMessageBox | None = None
         self.about = act(help_menu, "About Draftlight", [], self.show_about)
@@ -207,6 +217,14 @@ class Menus:
         self.shortcuts_box.setText(text)
         self.shortcuts_box.open()
         return self.shortcuts_box
+
+    def show_guide(self) -> GuideWindow:
+        """The short guide, a window of its own (not modal): read beside the conversation."""
+        if self.guide_window is None:
+            self.guide_window = GuideWindow(self.window)
+        self.guide_window.show()
+        self.guide_window.raise_()
+        return self.guide_window
 
     def show_about(self) -> QMessageBox:
         """The About box, window-modal without blocking."""

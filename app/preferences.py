@@ -168,6 +168,13 @@ class PreferencesWindow(QDialog):
         self.context_now.setObjectName("context_now")
         eform.addRow("Context", self.context)
         eform.addRow("", self.context_now)
+        self.measure_button = QPushButton("Measure this machine again")
+        self.measure_button.setObjectName("measure_again")
+        self.measure_button.setToolTip(
+            "Time the target's passes and the drafter's steps again, for Auto; replies stream plain meanwhile."
+        )
+        self.measure_button.clicked.connect(lambda: window.measure_control.measure(again=True))
+        eform.addRow("Auto", self.measure_button)
         layout.addWidget(engine)
 
         other = QFormLayout()

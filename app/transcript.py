@@ -51,6 +51,7 @@ class Entry:
     stopped: bool = False
     note: str = ""
     done: bool = False
+    above: str = ""  # a line under the reply's heading, before its text: what its prompt left out
     code: dict[str, str] = field(default_factory=dict)
 
 
@@ -172,7 +173,31 @@ class TranscriptView(QTextEdit):
 
     def _open_reply(self) -> None:
         self._reply_cursor = self._frame("assistant")
+        if self._reply is not None and self._reply.above:
+            self._reply_cursor.insertText(self._reply.above, self._quiet_format())
+            self._reply_cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         self._reply_start = self._reply_cursor.position()
+
+    def say_above_reply(self, line: str) -> None:
+        """A line between the open reply's heading and its text (the oldest turns left out of its
+        prompt): drawn again with the reply, raw or rendered."""
+        if self._reply is None or not line or self._reply.above:
+            return
+        self._reply.above = line
+        if self._reply.last == self._reply.first and self._reply_cursor is not None:  # before its text
+            cursor = self._reply_cursor
+            cursor.setPosition(self._reply_start)
+            cursor.insertText(line, self._quiet_format())
+            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            self._reply_start = cursor.position()
+        else:  # text came first (it cannot from this machine's engine): draw the reply again, line first
+            self.redraw()
+
+    def _quiet_format(self) -> QTextCharFormat:
+        fmt = QTextCharFormat()
+        fmt.setForeground(QColor("#9a9a9a" if self._palette.dark else "#6a6a6a"))
+        fmt.setFontPointSize(max(self.font().pointSizeF() - 1.5, 8.0))
+        return fmt
 
     def token_format(self, index: int) -> QTextCharFormat:
         """A token's own format: its kind's background, its index, and its kind's underline cue."""
@@ -253,9 +278,7 @@ class TranscriptView(QTextEdit):
 
     def _draw_summary(self, entry: Entry) -> None:
         cursor, stats, stopped, note = self._reply_cursor, entry.stats, entry.stopped, entry.note
-        fmt = QTextCharFormat()
-        fmt.setForeground(QColor("#9a9a9a" if self._palette.dark else "#6a6a6a"))
-        fmt.setFontPointSize(max(self.font().pointSizeF() - 1.5, 8.0))
+        fmt = self._quiet_format()
         cursor.insertBlock(QTextBlockFormat())
         text = summary(stats, stopped) if stats else ""
         if note:

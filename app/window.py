@@ -11,8 +11,11 @@ from PySide6.QtWidgets import QApplication, QFrame, QMainWindow, QScrollArea, QS
 
 from app import exports, settings, storeedits, theme
 from app.actions import MessageActions, alternative_note
+from app.boxmeasure import MeasureControl
+from app.chartfeed import ChartFeed
 from app.charts import ChartModel, ChartsPanel
 from app.conversations import ConversationActions, title_from
+from app.editmenu import EditHistory
 from app.enginethread import end_process, start_engine_thread, stop_engine_thread
 from app.firstrun import is_missing_model
 from app.menus import Menus
@@ -147,7 +150,7 @@ class MainWindow(ToolWindows, QMainWindow):
     def _build(self) -> None:
         self.conversations = ConversationList()
 
-        center = ChatPane(TranscriptView())
+        center = self.chat_pane = ChatPane(TranscriptView())
         self.transcript, self.legend, self.notice = center.transcript, center.legend, center.notice
         self.input, self.send_button, self.stop_button = center.input, center.send_button, center.stop_button
         self.legend.raw.toggled.connect(self.transcript.set_raw)  # rendered Markdown or the raw text
@@ -156,9 +159,12 @@ class MainWindow(ToolWindows, QMainWindow):
         self.speculate_button = center.speculate_anyway
         self.retry_button = center.retry
         self.retry_button.clicked.connect(self.retry)
+        self.remove_failed_button = center.remove_failed
+        self.remove_failed_button.clicked.connect(lambda: self.edits.remove_failed_reply())
 
         self.side = SidePanel(self.prefs.recent_files, self.prefs.model_folders)
         self.charts = ChartsPanel(self.chart_model)
+        self.chart_feed = ChartFeed(self.store, self.transcript, self.chart_model, lambda: self.streaming)
         self.side_splitter = right = QSplitter(Qt.Orientation.Vertical)
         # Each scrolls where the window is small (1024x700): nothing is cut, nothing sets the window's minimum.
         side = scrolling(self.side)
@@ -178,6 +184,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.status = StatusLine(self.statusBar())
 
         self.message_tools, self.conversation_tools = MessageActions(self), ConversationActions(self)
+        self.edits = EditHistory(self)  # Undo/Redo of deletions; Cut/Copy/Paste/Select All on the focus
         self.message_actions, self.conversation_actions = self.message_tools.actions, self.conversation_tools.actions
         self.engine_menu = EngineMenu(self, self.use_this_machine, self.attach)
         self.menus = Menus(self)
@@ -203,6 +210,7 @@ class MainWindow(ToolWindows, QMainWindow):
 
     def _start_worker(self) -> None:
         self.thread, self.worker = start_engine_thread(self)
+        self.measure_control = MeasureControl(self, self.chat_pane)  # the box measured for Auto, in the background
         self.request_load.connect(self.worker.load)
         self.request_attach.connect(self.worker.attach)
         self.worker.connection_lost.connect(self._connection_lost)
@@ -254,6 +262,7 @@ class MainWindow(ToolWindows, QMainWindow):
             elif m.role == "error":
                 self.transcript.add_error(m.content)
             tag_last_message(self.transcript, m.id)
+        self.chart_feed.load(conversation_id)  # its replies' figures: another conversation's leave the charts
         self.message_tools.refresh()
         self._fill_conversation_list()
 
@@ -262,7 +271,6 @@ class MainWindow(ToolWindows, QMainWindow):
             self._say("A reply is streaming: stop it before starting a new conversation.")
             return
         self.conversation_id = self.store.new_conversation()
-        self.chart_model.begin_message()
         self.open_conversation(self.conversation_id)
 
     def engine_messages(self) -> list[Message]:
@@ -318,10 +326,12 @@ class MainWindow(ToolWindows, QMainWindow):
     def _request_reply(self, messages: list[Message]) -> None:
         self._say("")
         self.retry_button.hide()
+        self.remove_failed_button.hide()
         self.just_sent, self.fit_note = None, ""
         request = ReplyRequest(tuple(messages), self.side.config(), self.side.thinking.isChecked())
+        self.measure_control.before_reply(request.config.depth)  # queued ahead of the reply: it plays plain
         self.reply.begin(self.conversation_id)  # on disk from now, marked interrupted until it ends
-        self.chart_model.begin_message()
+        self.chart_feed.begin_live()
         self.chart_model.plain_pass_s = self.plain_pass_s()  # prices the p_min what-if
         self.transcript.begin_reply()
         tag_last_message(self.transcript, self.reply.message_id)
@@ -354,9 +364,9 @@ class MainWindow(ToolWindows, QMainWindow):
         stopped = stats.finish_reason is FinishReason.CANCELLED
         note = stats.message if stats.finish_reason is FinishReason.CONTEXT_FULL else ""
         note = note or uncoloured_note(self.reply_tokens, self.pair.remote if self.pair else None)
-        note = " · ".join(n for n in (self.fit_note, note) if n)
         self.transcript.end_reply(stats, stopped, note)
         self.reply.finish(stats, stopped)
+        self.chart_feed.end_live()  # the reply as stored: its figures, and "all" with it
         self.last_reply_stats = stats
         self.streaming = False
         self._show_status(stats)
@@ -372,13 +382,15 @@ class MainWindow(ToolWindows, QMainWindow):
         self.streaming = False
         self.transcript.add_error(message)
         self.store.add_message(self.conversation_id, StoredMessage("error", message))
-        self.retry_button.show()  # every failed reply can be asked for again
+        self.retry_button.show()  # every failed reply can be asked for again, or removed (undoably)
+        self.remove_failed_button.show()
         self._update_buttons()
         self.reply_finished.emit(None)
 
     def _prompt_fitted(self, note: str) -> None:
         self.fit_note = note
         if note:
+            self.transcript.say_above_reply(note)  # above the reply it concerns
             self._say(note)
 
     def _message_refused(self, sentence: str) -> None:
@@ -446,6 +458,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.setWindowTitle(title)
         self.status.show_drafter(info.drafter_kind, info.drafter_name)
         self.side.depth_note.clear()  # what Auto did with the models before
+        self.measure_control.loaded(info)
         if self.preferences_window is not None:  # the context made, beside the one asked for
             self.preferences_window.context_now.setText(context_sentence(info))
         self._say("")  # the standing notices: the pair's in one line, with "why?"
@@ -487,6 +500,8 @@ class MainWindow(ToolWindows, QMainWindow):
         self.send_button.setEnabled(ready and not self.streaming)
         self.stop_button.setEnabled(self.streaming)
         self.side.setEnabled(not self.streaming)
+        if hasattr(self, "measure_control"):
+            self.measure_control.panel.set_paused(self.streaming)
 
     # ---- status ----
     def _say(self, text: str) -> None:

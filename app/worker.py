@@ -13,8 +13,10 @@ from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.boxmeasure import BoxMeasurer
 from app.jobs import Job, ProgressReport
 from engine import (
+    AUTO,
     AUTO_RUNTIME,
     DRAFTER_KINDS,
     NO_DRAFTER,
@@ -80,6 +82,7 @@ class PairInfo:
     runtime: str = ""  # "llama" or "mlx" on this machine; "" for a remote engine
     n_ctx: int = 0  # the context made, in tokens; 0 for a remote engine
     n_ctx_train: int = 0  # the target's trained length
+    unmeasured: bool = False  # the drafter can speculate but no box profile is saved: Auto would measure first
 
 
 def remote_verdict(info: RemoteInfo) -> str:
@@ -145,6 +148,8 @@ class EngineWorker(QObject):
         self.replying.yielded.connect(self._pass_on)
         self.replying.errored.connect(self.reply_failed)
         self.replying.aborted.connect(self.reply_stopped)
+        # Measures the box between replies for Auto (app/boxmeasure.py); Auto replies play plain meanwhile.
+        self.box = BoxMeasurer(lambda: self.engine if self.remote is None else None, self._auto_took_over, self)
 
     def missing(self) -> str:
         """Why there is no engine on this machine to run a tool with, in a sentence."""
@@ -195,6 +200,7 @@ class EngineWorker(QObject):
         self.load_progress.emit(report.done, report.total, report.label)
 
     def _attach(self, request: AttachRequest) -> PairInfo:
+        self.box.drop()
         self.load_progress.emit(0, 1, f"connecting to {request.url}")
         try:
             remote = attach_remote(Endpoint(request.url, request.token or None))
@@ -212,6 +218,7 @@ class EngineWorker(QObject):
 
     def _load(self, request: LoadRequest) -> PairInfo:
         notice = ""
+        self.box.drop()  # its steps run on the models a load may change
         if self.remote is not None:  # back to this machine's engine
             self.remote = None
             self.target_spec = ""
@@ -289,6 +296,7 @@ class EngineWorker(QObject):
             plain=bool(engine.plain_reason),
             n_ctx=engine.ctx.n_ctx,
             n_ctx_train=engine.target.n_ctx_train,
+            unmeasured=engine.can_speculate and not engine.plain_reason and engine.saved_profile() is None,
             runtime=engine.runtime.name,
             ledger=self._ledger_notice(),
         )
@@ -301,6 +309,8 @@ class EngineWorker(QObject):
                 if fitted is None:
                     return
                 request = fitted
+            if self.remote is None and self.box.holds_auto and request.config.depth == AUTO:
+                request = replace(request, config=replace(request.config, depth=0))  # plain until measured
             auto = self._local_policy(request) if self.remote is None else None
             source = self.remote if self.remote is not None else self.engine
             events = source.reply(request.messages, request.config, request.thinking, self.cancelled)
@@ -378,6 +388,25 @@ class EngineWorker(QObject):
             self.loaded.emit(self._info())
         return policy if isinstance(policy, AutoDepth) else None
 
+    def _auto_took_over(self, auto: bool) -> str:
+        """The box is measured: at Auto, its verdict now (plain where drafts cannot pay), in a sentence."""
+        engine = self.engine
+        if engine is None:
+            return "This machine is measured."
+        if not auto:
+            return "This machine is measured: Auto will choose the depth from this profile when it is chosen."
+        was_plain = bool(engine.plain_reason)
+        policy = engine.depth_policy(AUTO)  # reads the profile just saved
+        self.loaded.emit(self._info())
+        if isinstance(policy, AutoDepth):
+            self.auto_status.emit(self._status(policy))
+            return (
+                f"This machine is measured: Auto takes over from the next reply, at depth {policy.depth} "
+                f"for now (predicted {policy.predicted_speedup():.2f}x plain)."
+            )
+        said = engine.notice if engine.plain_reason and not was_plain else "replies stay plain."
+        return f"This machine is measured: Auto takes over. {said[:1].upper()}{said[1:]}"
+
     def _tuning(self, message: str) -> None:
         self.load_progress.emit(0, 1, f"tuning to this machine: {message}")
 
@@ -390,6 +419,7 @@ class EngineWorker(QObject):
     @Slot()
     def shutdown(self) -> None:
         """Free the models on this thread, then end the thread's event loop."""
+        self.box.drop()
         if self.engine is not None:
             self.engine.close()
             self.engine = None

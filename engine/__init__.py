@@ -48,7 +48,9 @@ from engine.errors import (
 )
 from engine.fitting import FittedConversation, fit_conversation, reply_room
 from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, TokenKind
-from engine.measure.auto import AutoDepth
+from engine.measure.auto import AutoDepth, MeasurePlan
+from engine.measure.profile import MeasureStep
+from engine.measure.soundness import ProfileRefused
 from engine.measure.costmodel import (
     PRESET_COSTS,
     TYPICAL_ACCEPTANCE,
@@ -127,6 +129,8 @@ __all__ = [
     "FittedConversation",
     "GenerationConfig",
     "IncompatibleDrafter",
+    "MeasurePlan",
+    "MeasureStep",
     "Message",
     "MessageTooLong",
     "Model",
@@ -135,6 +139,7 @@ __all__ = [
     "PairLedger",
     "PairReport",
     "PositionTally",
+    "ProfileRefused",
     "Progress",
     "RejectionAnatomy",
     "Remote",

@@ -34,8 +34,19 @@ def _runtime_options(args: argparse.Namespace):
     return RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=not args.fast)
 
 
-def _add_runtime_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ctx", type=ctx_arg, default=4096, help="context window in tokens (default 4096)")
+def _ctx_or_auto(value: str) -> int:
+    return 0 if value.strip().lower() == "auto" else ctx_arg(value)
+
+
+def _add_runtime_args(p: argparse.ArgumentParser, ctx_default: int = 4096) -> None:
+    """The runtime's options; `ctx_default` 0 sizes the context as the app does (engine/runtime/contextsize.py)."""
+    default = "auto: the model's trained length, at most 32,768, as far as a quarter of the free memory holds"
+    p.add_argument(
+        "--ctx",
+        type=_ctx_or_auto,
+        default=ctx_default,
+        help=f"context window in tokens, or auto (default {default if ctx_default == 0 else ctx_default})",
+    )
     p.add_argument("--threads", type=threads_arg, default=0, help="CPU threads (default: all cores, up to 8)")
     p.add_argument(
         "--fast",
@@ -360,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--thinking", choices=("on", "off"), default="off")
     chat.add_argument("--json", action="store_true", help="one JSON object per line: tokens, then stats")
     chat.add_argument("--rounds", action="store_true", help="with --json: also a line per round")
-    _add_runtime_args(chat)
+    _add_runtime_args(chat, ctx_default=0)  # sized like the app's context
     chat.set_defaults(func=cmd_chat)
 
     models = sub.add_parser("models", help="fetch or list catalog models")

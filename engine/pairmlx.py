@@ -8,20 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.errors import ModelFileError
 from engine.models import mlx_compat
 from engine.models.compat import Rule
 from engine.models.mlx_folders import MlxFolder, text_field
 from engine.models.pairing import ModelFacts
-from engine.runtime.mlx_check import check_folder
 
 
 def read_folder(path: Path) -> MlxFolder:
-    folder = mlx_compat.read_mlx(path)
-    if folder is None:
-        raise ModelFileError(f"{Path(path).name} is not an MLX model folder this can read.")
-    check_folder(path)  # what the loader would refuse, the doctor refuses in the same sentence
-    return folder
+    """The folder as the doctor reads it: what the loader would refuse, it refuses in the same sentence."""
+    return mlx_compat.checked(path)
 
 
 def _count(config: dict, key: str) -> int | None:

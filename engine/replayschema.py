@@ -110,7 +110,8 @@ def check_token(t, where: str, round_index: int) -> None:
 ROUND_TIMES = ("draft_ms", "verify_ms", "commit_ms", "rewind_ms", "overhead_ms")
 
 
-def check_round(r, where: str) -> None:
+def check_round(r, where: str, last: bool = False) -> None:
+    """One round; the `last` may be cut short (the reply's max tokens, or a stop among its drafts)."""
     r = mapping(r, where)
     index = integer(_field(r, "round", where), f"{where}.round")
     drafted = integer(_field(r, "drafted", where), f"{where}.drafted", high=MAX_DRAFTED)
@@ -132,7 +133,8 @@ def check_round(r, where: str) -> None:
     if drafts and len(drafts) != drafted:
         raise Invalid(f"{where} drafted {drafted} tokens but lists {len(drafts)}")
     tokens = array(_field(r, "tokens", where), f"{where}.tokens", MAX_DRAFTED + 1)
-    if len(tokens) != accepted + 1:  # what the teaching view walks: the kept drafts and the target's own
+    # What the teaching view walks: the kept drafts and the target's own, fewer only where the reply ended.
+    if len(tokens) != accepted + 1 and not (last and 1 <= len(tokens) <= accepted):
         raise Invalid(f"{where} kept {accepted} drafts, so it needs {accepted + 1} tokens, not {len(tokens)}")
     for i, t in enumerate(tokens):
         check_token(t, f"{where}.tokens[{i}]", index)
@@ -191,6 +193,7 @@ def check_replay(data: dict) -> None:
         if not key.isascii() or not key.isdigit() or len(key) > 10:
             raise Invalid(f"pieces has the key {key[:40]!r}, not a token id")
         text(value, f"pieces[{key}]", MAX_PIECE_CHARS)
-    for i, r in enumerate(array(_field(data, "rounds", "the file"), "rounds", MAX_ROUNDS)):
-        check_round(r, f"rounds[{i}]")
+    rounds = array(_field(data, "rounds", "the file"), "rounds", MAX_ROUNDS)
+    for i, r in enumerate(rounds):
+        check_round(r, f"rounds[{i}]", last=i == len(rounds) - 1)
     check_stats(_field(data, "stats", "the file"))

@@ -17,10 +17,10 @@ from engine.ledger import recording
 from engine.ledger.fingerprint import FileIdentity
 from engine.ledger.report import PairLedger, for_pair, recent_acceptance
 from engine.ledger.store import Setup
-from engine.measure.auto import AutoDepth, auto_depth_for
+from engine.measure.auto import AutoDepth, MeasurePlan, auto_depth_for, measuring_for
 from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
 from engine.measure.probe import ProbeResult, batch_invariance
-from engine.measure.profile import mark_stale, saved_pair_profile, saved_target_profile
+from engine.measure.profile import Steps, mark_stale, saved_pair_profile, saved_target_profile
 from engine.measure.soundness import ProfileRefused, reply_disagrees
 from engine.models import catalog
 from engine.models.compat import Verdict
@@ -165,6 +165,22 @@ class Engine:
                 if found:
                     self._auto.start_from(found)
         return self._auto
+
+    def measuring(self, plan: MeasurePlan | None = None, again: bool = False, progress=None) -> Steps | None:
+        """The box measurement Auto needs, as steps a caller may run between replies (the app does);
+        None where there is nothing to measure (no drafter that can speculate) or, unless `again`,
+        a profile is saved already. Once it ends, Auto starts afresh from the new profile."""
+        if not self.can_speculate or (not again and self.saved_profile() is not None):
+            return None
+        assert self.drafter is not None
+        return self._remeasured(
+            measuring_for(self.target, self.drafter, self.target.options, plan or MeasurePlan(), again, progress)
+        )
+
+    def _remeasured(self, steps: Steps) -> Steps:
+        profile = yield from steps
+        self._auto, self.profile_notice = None, ""
+        return profile
 
     @property
     def can_speculate(self) -> bool:

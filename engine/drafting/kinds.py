@@ -70,6 +70,15 @@ def _folder(model: Model | Path | None) -> Path:
     return Path(path)
 
 
+def _built(folder: Path, what: str, build: Callable[[], Drafter]) -> Drafter:
+    """An MLX drafter made from its folder: whatever mlx-vlm's module raises while it is bound to the target
+    (a config field of the wrong kind, a shape its weights cannot take) is one sentence naming the folder."""
+    from engine.runtime.mlx_check import loader_errors
+
+    with loader_errors(folder, "mlx-vlm", IncompatibleDrafter, what):
+        return build()
+
+
 def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads
@@ -81,7 +90,8 @@ def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth:
             )
         if target.model.path is None:
             raise IncompatibleDrafter(f"{target.model.name} was not loaded from a folder: it has no MTP head to read.")
-        return MlxMtpDrafter(target, load_heads(target.model.path), max_depth=depth)
+        folder = Path(target.model.path)
+        return _built(folder, "an MTP head", lambda: MlxMtpDrafter(target, load_heads(folder), max_depth=depth))
     return MtpDrafter(target, max_depth=depth, sidecar=model)  # the target's own file where `model` is None
 
 
@@ -89,7 +99,9 @@ def _assistant(target: Context, model: Model | Path | None, options: RuntimeOpti
     if _on_mlx(target):
         from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant
 
-        return MlxAssistantDrafter(target, load_assistant(_folder(model)), max_depth=depth)
+        folder = _folder(model)
+        return _built(folder, "a Gemma 4 assistant", lambda: MlxAssistantDrafter(
+            target, load_assistant(folder), max_depth=depth, source=folder.name))  # fmt: skip
     return MtpDrafter(target, max_depth=depth, sidecar=model)
 
 
@@ -97,7 +109,9 @@ def _dflash(target: Context, model: Model | Path | None, options: RuntimeOptions
     if _on_mlx(target):
         from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash
 
-        return MlxDflashDrafter(target, load_dflash(_folder(model)), max_depth=depth)
+        folder = _folder(model)
+        return _built(folder, "a DFlash drafter", lambda: MlxDflashDrafter(
+            target, load_dflash(folder), max_depth=depth, source=folder.name))  # fmt: skip
     return DflashDrafter(model, target, max_depth=depth)
 
 
@@ -105,7 +119,9 @@ def _eagle3(target: Context, model: Model | Path | None, options: RuntimeOptions
     if _on_mlx(target):
         from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3
 
-        return MlxEagle3Drafter(target, load_eagle3(_folder(model)), max_depth=depth)
+        folder = _folder(model)
+        return _built(folder, "an EAGLE-3 drafter", lambda: MlxEagle3Drafter(
+            target, load_eagle3(folder), max_depth=depth, source=folder.name))  # fmt: skip
     return Eagle3Drafter(model, target, max_depth=depth)
 
 

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from engine.depth import AUTO, MAX_DEPTH, Depth, RoundSeconds
 from engine.drafting import Drafter, ModelDrafter
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, explain
-from engine.measure.profile import drafting_free, profile_for, profile_for_target_only
+from engine.measure.profile import (
+    Steps,
+    drafting_free,
+    measuring,
+    measuring_rows,
+    measuring_soundly,
+    profile_for,
+    profile_for_target_only,
+    profile_key,
+)
 from engine.measure.soundness import rounds_disagree
 from engine.runtime import Model, RuntimeOptions
 
@@ -152,3 +161,31 @@ def auto_depth_for(target: Model, drafter: Drafter, options: RuntimeOptions, pro
         return AutoDepth(profile_for(target, drafter.model, options, progress), max_depth=deepest)
     profile = profile_for_target_only(target, options, progress or (lambda _said: None))  # measured if need be
     return AutoDepth(drafting_free(profile, profile.drafter), drafter_step_s=0.0, in_situ=True, max_depth=deepest)
+
+
+@dataclass(frozen=True)
+class MeasurePlan:
+    """How much a box measurement times: the deepest round, repeats of each row timing, and the
+    tokens of each calibration reply (`draftlight tune` and Auto's first use take these defaults)."""
+
+    max_depth: int = MAX_DEPTH
+    repeats: int = 7
+    calibration_tokens: int = 40
+
+
+def measuring_for(
+    target: Model, drafter: Drafter, options: RuntimeOptions, plan: MeasurePlan, again: bool = False, progress=None
+) -> Steps:
+    """Auto's box measurement for a pair, as steps to run between replies; saved if sound. A draft
+    model is timed and calibrated; a drafter with no model of its own needs the target's rows only.
+    `again` measures even where a recent measurement was refused (the user asked for it)."""
+    if isinstance(drafter, ModelDrafter):
+        depth = min(plan.max_depth, drafter.max_depth)
+        key = "" if again else profile_key(target.path, drafter.model.path, options)
+        return measuring_soundly(
+            lambda: measuring(target, drafter.model, options, depth, plan.repeats, progress, plan.calibration_tokens),
+            progress,
+            key,
+        )
+    key = "" if again else profile_key(target.path, target.path, options)
+    return measuring_soundly(lambda: measuring_rows(target, options, progress, plan.repeats), progress, key)

@@ -13,7 +13,8 @@ import os
 import platform
 import statistics
 import time
-from dataclasses import asdict, replace
+from collections.abc import Callable, Generator
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from engine.chat import Message, template_for, tokenize_prompt
@@ -42,6 +43,29 @@ CALIBRATION_PROMPTS = (
     "Write a Python function that returns the n-th Fibonacci number, with a docstring.",
     "Describe a walk along a river on a summer evening in a few sentences.",
 )
+
+
+@dataclass(frozen=True)
+class MeasureStep:
+    """How far a box measurement has got: `done` of `total` steps (row timings, then calibration
+    tokens), and what it is doing. Between two steps nothing is being timed: a caller may run a
+    reply there (the app does) and carry on after it."""
+
+    done: int
+    total: int
+    label: str
+
+
+Steps = Generator[MeasureStep, None, "BoxProfile"]
+
+
+def run_steps(steps: Steps) -> BoxProfile:
+    """A measurement's steps run one after another, with no pause: its profile."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value
 
 
 def machine_id() -> str:
@@ -136,19 +160,29 @@ GRAPH_WARM_PASSES = 2  # ggml-cuda runs a new shape directly, captures it on the
 def time_rows(
     target: Model, options: RuntimeOptions, prompt: list[int], max_depth: int, repeats: int, say
 ) -> tuple[list[float], float, list[float]]:
+    """`timing_rows` run through, no pauses."""
+    return run_steps(timing_rows(target, options, prompt, max_depth, repeats, say))  # type: ignore[arg-type]
+
+
+def timing_rows(
+    target: Model, options: RuntimeOptions, prompt: list[int], max_depth: int, repeats: int, say, total: int = 0
+) -> Generator[MeasureStep, None, tuple[list[float], float, list[float]]]:
     """Median seconds of a target pass of 1..max_depth+1 rows, after the prompt, sizes interleaved;
     of undoing a rejected draft (all but the first row of the largest pass); and each size's spread.
 
     On a GPU each timed pass follows untimed ones of its size: a round at a fixed depth
     verifies one shape again and again, and a CUDA graph is captured on a shape's second pass
     in a row and replayed from the third. Timing every pass after another shape priced each
-    without its graph (the plain pass most of all: deeper rounds looked cheaper than they run)."""
+    without its graph (the plain pass most of all: deeper rounds looked cheaper than they run).
+
+    A step after the warm-up and after each repeat: `repeats + 1` of the measurement's `total`."""
     small = replace(options, n_ctx=min(options.n_ctx, 1024))  # beside the loaded context: no second full cache
     ctx = target.new_context(max_rows=max_depth + 1, options=small)
     ctx.decode(prompt[:-1], all_logits=False)
     base = ctx.n_past
     filler = (prompt * (max_depth + 2))[-(max_depth + 1) :]  # real tokens at real positions
-    say(f"timing target passes of 1 to {max_depth + 1} rows")
+    label = f"timing target passes of 1 to {max_depth + 1} rows"
+    say(label)
 
     rollbacks: list[float] = []
 
@@ -163,16 +197,20 @@ def time_rows(
         ctx.rewind(base)
         return elapsed
 
-    for rows in range(1, max_depth + 2):  # warm-up: every batch shape once
-        one_pass(rows)
-    rollbacks.clear()
     samples: list[list[float]] = [[] for _ in range(max_depth + 1)]
-    for _ in range(repeats):  # interleaved, so a slow moment falls on every size alike
-        for rows in range(1, max_depth + 2):
-            for _ in range(GRAPH_WARM_PASSES if ctx.acceleration.steady_draft_shape else 0):
-                one_pass(rows)
-            samples[rows - 1].append(one_pass(rows))
-    ctx.close()
+    try:
+        for rows in range(1, max_depth + 2):  # warm-up: every batch shape once
+            one_pass(rows)
+        rollbacks.clear()
+        yield MeasureStep(1, total or repeats + 1, label)
+        for done in range(2, repeats + 2):  # interleaved, so a slow moment falls on every size alike
+            for rows in range(1, max_depth + 2):
+                for _ in range(GRAPH_WARM_PASSES if ctx.acceleration.steady_draft_shape else 0):
+                    one_pass(rows)
+                samples[rows - 1].append(one_pass(rows))
+            yield MeasureStep(done, total or repeats + 1, label)
+    finally:
+        ctx.close()
     return [statistics.median(x) for x in samples], statistics.median(rollbacks), [spread(x) for x in samples]
 
 
@@ -183,13 +221,30 @@ def measure(
     max_depth: int = MAX_DEPTH,
     repeats: int = 7,
     progress=None,
+    calibration_tokens: int = 40,
 ) -> BoxProfile:
     """Time target passes of 1..max_depth+1 rows and drafter steps; calibrate acceptance."""
+    return run_steps(measuring(target, drafter, options, max_depth, repeats, progress, calibration_tokens))
+
+
+def measuring(
+    target: Model,
+    drafter: Model,
+    options: RuntimeOptions,
+    max_depth: int = MAX_DEPTH,
+    repeats: int = 7,
+    progress=None,
+    calibration_tokens: int = 40,
+) -> Steps:
+    """`measure` as steps (MeasureStep): the row timings' repeats, the drafter's steps, then each
+    calibration reply's tokens as they come. The profile is the generator's return value."""
     say = progress or (lambda _m: None)
     template = template_for(target)
     prompt = _calibration_prompt(target)
     meter = LoadMeter()
-    rows_s, rollback_s, rows_spread = time_rows(target, options, prompt, max_depth, repeats, say)
+    replies = len(CALIBRATION_PROMPTS) + 1  # and one more at depth 1 for a drafter that overlaps the verify
+    total = repeats + 2 + replies * calibration_tokens
+    rows_s, rollback_s, rows_spread = yield from timing_rows(target, options, prompt, max_depth, repeats, say, total)
 
     say("timing drafter steps")
     dctx = drafter.new_context(max_rows=1, options=options)
@@ -205,50 +260,69 @@ def measure(
     steps = _times(one_step, repeats * 2)
     step_s = statistics.median(steps)
     dctx.close()
+    if overlaps and max_depth > 1:
+        total += calibration_tokens
+    done = repeats + 2
+    label = "calibrating acceptance and round overhead"
+    yield MeasureStep(done, total, label)
 
-    say("calibrating acceptance and round overhead")
+    say(label)
     ctx = target.new_context(max_rows=max_depth + 1, options=options)
     draft_model = ModelDrafter(drafter, options, max_depth=max_depth)
-    config = GenerationConfig(max_tokens=40, depth=max_depth, ignore_eog=True)
+    config = GenerationConfig(max_tokens=calibration_tokens, depth=max_depth, ignore_eog=True)
     observed: list[tuple[int, int]] = []  # (drafted, accepted) per round
     overheads: list[float] = []  # what follows the verify pass: the accept walk and the rewinds
     catch_ups: list[float] = []
     deep_rounds: list[float] = []  # a whole round drafting max_depth tokens, in a real reply
-    for text in CALIBRATION_PROMPTS:
-        ids = tokenize_prompt(target, template.render([Message("user", text)]))
+    rounds_at: dict[int, list[tuple[float, bool]]] = {}
+
+    def calibration_reply(ids: list[int], depth: int) -> Generator[MeasureStep, None, list[RoundEvent]]:
+        """One reply's rounds, a step after each (its tokens done); none is timed across a pause."""
+        nonlocal done
         first_row, _ = ctx.prefill(ids)
-        draft_model.prefill(ids)
+        if depth:
+            draft_model.prefill(ids)
+        rounds, start = [], done
         reply = generate(
-            ctx, draft_model, FixedDepth(max_depth), list(ids), config, prefill=Prefill(first_row=first_row)
-        )
+            ctx, draft_model if depth else None, FixedDepth(depth), list(ids), config,
+            prefill=Prefill(first_row=first_row),
+        )  # fmt: skip
         for event in reply:
-            if isinstance(event, RoundEvent) and not event.from_prefill:
+            if isinstance(event, RoundEvent):
+                if not event.from_prefill:
+                    rounds.append(event)
+                done = min(start + calibration_tokens, done + event.accepted + 1)
+                yield MeasureStep(done, total, label)
+        if done < start + calibration_tokens:
+            done = start + calibration_tokens
+            yield MeasureStep(done, total, label)
+        ctx.clear()
+        draft_model.reset()
+        return rounds
+
+    try:
+        for text in CALIBRATION_PROMPTS:
+            ids = tokenize_prompt(target, template.render([Message("user", text)]))
+            for event in (yield from calibration_reply(ids, max_depth)):
                 observed.append((event.drafted, event.accepted))
                 if event.drafted:
                     catch_ups.append(event.draft_ms / 1e3 - (event.drafted - event.guessed) * step_s)
                 overheads.append(event.commit_ms / 1e3)
                 if event.drafted == max_depth:
                     deep_rounds.append((event.round_ms / 1e3, event.guessed))
-        ctx.clear()
-        draft_model.reset()
-    # and a plain reply: what a round costs beyond its target pass when nothing is drafted
-    ids = tokenize_prompt(target, template.render([Message("user", CALIBRATION_PROMPTS[0])]))
-    first_row, _ = ctx.prefill(ids)
-    plain_rounds = [
-        e.round_ms / 1e3
-        for e in generate(ctx, None, FixedDepth(0), list(ids), config, prefill=Prefill(first_row=first_row))
-        if isinstance(e, RoundEvent) and not e.from_prefill
-    ]
-    # With an overlapping drafter, whole rounds drafting one token too: its step is priced from
-    # how a round grows with its depth (below).
-    rounds_at = {max_depth: deep_rounds}
-    if overlaps and max_depth > 1:
-        first_row, _ = ctx.prefill(ids)
-        draft_model.prefill(ids)
-        reply = generate(ctx, draft_model, FixedDepth(1), list(ids), config, prefill=Prefill(first_row=first_row))
-        rounds_at[1] = [(e.round_ms / 1e3, e.guessed) for e in reply if isinstance(e, RoundEvent) and e.drafted == 1]
-    draft_model.close()
-    ctx.close()
+        # and a plain reply: what a round costs beyond its target pass when nothing is drafted
+        ids = tokenize_prompt(target, template.render([Message("user", CALIBRATION_PROMPTS[0])]))
+        plain_rounds = [e.round_ms / 1e3 for e in (yield from calibration_reply(ids, 0))]
+        # With an overlapping drafter, whole rounds drafting one token too: its step is priced from
+        # how a round grows with its depth (below).
+        rounds_at[max_depth] = deep_rounds
+        if overlaps and max_depth > 1:
+            rounds_at[1] = [
+                (e.round_ms / 1e3, e.guessed) for e in (yield from calibration_reply(ids, 1)) if e.drafted == 1
+            ]
+    finally:
+        draft_model.close()
+        ctx.close()
     prior = conditional_acceptance(observed, max_depth)
     overhead = statistics.median(overheads) if overheads else 0.0
     catch_up = max(0.0, statistics.median(catch_ups)) if catch_ups else 0.0
@@ -338,12 +412,23 @@ def measured_soundly(measure_once, progress=None, key: str = "") -> BoxProfile:
     """A profile measured and saved if its figures pass their checks (engine.measure.soundness);
     measured once more if not; not saved, and a sentence raised, if the second fails too. A refusal
     is remembered: until it is RETRY_AFTER_S old, the profile at `key` is refused unmeasured."""
+    return run_steps(measuring_soundly(lambda: _at_once(measure_once), progress, key))
+
+
+def _at_once(measure_once: Callable[[], BoxProfile]) -> Steps:
+    yield from ()
+    return measure_once()
+
+
+def measuring_soundly(steps_once: Callable[[], Steps], progress=None, key: str = "") -> Steps:
+    """`measured_soundly` as steps: those of each attempt in turn."""
     refused = recent_refusal(profile_path(key)) if key else ""
     if refused:
         raise ProfileRefused(refused)
     problem = ""
     for attempt in range(2):
-        profile = measure_once()
+        again = f"measuring again ({problem}): " if attempt else ""
+        profile = yield from _said_as(steps_once(), again)
         problem = problem_of(profile)
         if not problem:
             save_profile(profile)
@@ -353,6 +438,21 @@ def measured_soundly(measure_once, progress=None, key: str = "") -> BoxProfile:
     sentence = refusal(problem)
     note_refusal(profile_path(profile.key), sentence)
     raise ProfileRefused(sentence)
+
+
+def _said_as(steps: Steps, prefix: str) -> Steps:
+    """The same steps, each label after `prefix` (a second attempt says why it started over)."""
+    if not prefix:
+        return (yield from steps)
+    try:
+        while True:
+            try:
+                step = next(steps)
+            except StopIteration as end:
+                return end.value
+            yield replace(step, label=prefix + step.label)
+    finally:
+        steps.close()
 
 
 # A profile measured without a draft model (n-gram, MTP, DFlash, EAGLE-3 drafters) has no
@@ -393,8 +493,16 @@ def saved_rows(target: Path, options: RuntimeOptions) -> BoxProfile | None:
 
 
 def _measure_rows(target: Model, options: RuntimeOptions, progress) -> BoxProfile:
+    return run_steps(measuring_rows(target, options, progress))
+
+
+def measuring_rows(target: Model, options: RuntimeOptions, progress=None, repeats: int = 7) -> Steps:
+    """The target's rows and rollback alone, as steps: the profile of a drafter with no model of its own."""
     meter = LoadMeter()
-    rows_s, rollback_s, rows_spread = time_rows(target, options, _calibration_prompt(target), MAX_DEPTH, 7, progress)
+    say = progress or (lambda _m: None)
+    rows_s, rollback_s, rows_spread = yield from timing_rows(
+        target, options, _calibration_prompt(target), MAX_DEPTH, repeats, say
+    )
     return BoxProfile(
         key=profile_key(target.path, target.path, options),
         machine=machine_id(),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.drafting import kinds
-from engine.errors import DraftlightError, IncompatibleDrafter, ModelFileError
+from engine.errors import DraftlightError, IncompatibleDrafter
 from engine.models import catalog, mlx_compat
 from engine.runtime.gguf import GGUFInfo, read_gguf
 from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
@@ -112,11 +112,7 @@ def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=
     """`auto` for an MLX target folder: its own MTP heads; an MLX drafter folder beside it or on this
     machine that fits (DFlash, DSpark, EAGLE-3, an assistant, an MTP head); a smaller model of its family that
     shares its vocabulary. GGUF files beside it are passed over: the runtimes differ."""
-    target = mlx_compat.read_mlx(target_path)
-    if target is None:
-        raise ModelFileError(
-            f"{target_path.name} is not an MLX model folder this can read (config.json and safetensors)."
-        )
+    target = mlx_compat.checked(target_path)
     name = mlx_compat.name_of(target)
     passed_over: list[str] = []
     if target.mtp_layers and target.mtp_weights:
@@ -131,6 +127,10 @@ def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=
     drafters.sort(key=lambda f: not mlx_compat.made_for(target, f))  # made for this target first, else in order
     models = [f for f in found if not f.drafter and f.architecture == target.architecture and f.size < target.size]
     for side in [*drafters, *sorted(models, key=lambda f: -f.size)]:
+        unloadable = mlx_compat.refusal(side.path)  # what the loader would refuse, auto passes over in its words
+        if unloadable:
+            passed_over.append(unloadable.rstrip("."))
+            continue
         what, why_not = mlx_compat.fits(target, side)
         refused = [r.sentence for r in mlx_compat.vocabulary_rules(target, side) if not r.holds]
         side_name = mlx_compat.name_of(side)
@@ -160,8 +160,5 @@ def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
     if ours is not None and theirs is not None and ours is not theirs:
         raise IncompatibleDrafter(mlx_compat.runtimes_differ(target_path, spec, ours, theirs) + ".")
     if theirs is MLX_RUNTIME:
-        folder = mlx_compat.read_mlx(spec)
-        if folder is None:
-            raise ModelFileError(f"{Path(spec).name} is not an MLX model folder this can read.")
-        return mlx_compat.kind_of(folder).name
+        return mlx_compat.kind_of(mlx_compat.checked(spec)).name
     return kinds.kind_of_spec(target_path, spec).name

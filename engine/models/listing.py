@@ -1,7 +1,8 @@
 """`draftlight models --list`'s last part: the models already on this machine, as the app's pickers find
 them (engine.models.local), each by the name `--target` takes. GGUF files first; then MLX folders,
 each chat model with the drafter folders that fit it beneath it (their kind read from config.json,
-engine.models.mlx_compat), and the drafter folders that fit none of them."""
+engine.models.mlx_compat), and the drafter folders that fit none of them. A folder the MLX loaders would
+refuse (engine.runtime.mlx_check) is listed with the sentence saying why."""
 
 from __future__ import annotations
 
@@ -30,14 +31,18 @@ def print_local_models(say: Callable[[str], None] = print, models: list[LocalMod
         say(f"  {m.label()}: {m.path}")
     read = [(m, mlx_compat.read_mlx(m.path)) for m in models if m.is_folder]
     folders = [(m, f) for m, f in read if f is not None]
+    refused = {m.path: mlx_compat.refusal(m.path) for m, _ in folders}  # the loaders' own check, said here first
     targets = [(m, f) for m, f in folders if not mlx_compat.kind_of(f).reads_target]
     drafters = [(m, f) for m, f in folders if mlx_compat.kind_of(f).reads_target]
     say("\nMLX model folders on this machine:" if folders else "\nNo MLX model folders on this machine.")
     placed: set[int] = set()
     for m, target in targets:
         say(f"  {m.label()}: {m.path}")
+        if refused[m.path]:
+            say(f"    It will not load: {refused[m.path]}")
+            continue
         for i, (d, drafter) in enumerate(drafters):
-            if fit(target, drafter):
+            if not refused[d.path] and fit(target, drafter):
                 placed.add(i)
                 say(f"    {drafter_words(drafter)}, drafts for it: {d.label()}: {d.path}")
     left = [(d, f) for i, (d, f) in enumerate(drafters) if i not in placed]
@@ -45,3 +50,5 @@ def print_local_models(say: Callable[[str], None] = print, models: list[LocalMod
         say("Drafter folders that fit none of these models:")
     for d, drafter in left:
         say(f"  {drafter_words(drafter)}: {d.label()}: {d.path}")
+        if refused[d.path]:
+            say(f"    It will not load: {refused[d.path]}")

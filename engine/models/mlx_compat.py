@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.drafting import kinds
+from engine.errors import ModelFileError
 from engine.models.compat import VOCAB_SIZE_TOLERANCE, Rule, Verdict, verdict_of
 from engine.models.mlx_folders import (
     DRAFTER_WORDS,
@@ -25,6 +26,7 @@ from engine.models.mlx_folders import (
     read_header,
     read_json,
 )
+from engine.runtime.mlx_check import check_folder
 from engine.runtime.runtimes import Runtime
 
 KIND_OF = {"dflash": kinds.DFLASH, "dspark": kinds.DSPARK, "eagle3": kinds.EAGLE3, "assistant": kinds.ASSISTANT,
@@ -57,6 +59,26 @@ def name_of(folder: MlxFolder) -> str:
 def read_mlx(path: str | Path) -> MlxFolder | None:
     folder = Path(path).expanduser()
     return read_folder(folder, own_root(folder))
+
+
+def refusal(path: str | Path) -> str:
+    """Why the MLX loaders would refuse a folder, in the folder check's own sentence (engine.runtime.mlx_check);
+    "" where it passes. `--drafter auto`, the listing, the pair verdicts and the loaders run this one check."""
+    try:
+        check_folder(path)
+    except ModelFileError as e:
+        return str(e)
+    return ""
+
+
+def checked(path: str | Path) -> MlxFolder:
+    """A folder's description once the loaders' check passes; else ModelFileError with the check's sentence,
+    or, where the folder is whole and still not one MLX loads, a sentence saying so."""
+    check_folder(path)
+    folder = read_mlx(path)
+    if folder is None:
+        raise ModelFileError(f"{Path(path).name} is not an MLX model folder this can read.")
+    return folder
 
 
 def kind_of(folder: MlxFolder) -> kinds.DrafterKind:
@@ -246,11 +268,14 @@ def runtimes_differ(target: str | Path, drafter: str | Path, target_runtime: Run
 
 
 def check_folders(target_path: str | Path, drafter_path: str | Path) -> Verdict:
-    """The verdict on an MLX pair, every rule from headers."""
+    """The verdict on an MLX pair, every rule from headers, once each folder passes the loaders' check."""
     target, drafter = read_mlx(target_path), read_mlx(drafter_path)
     for path, folder in ((target_path, target), (drafter_path, drafter)):
         if folder is None:
             return Verdict(False, (f"{Path(path).name} is not an MLX model folder this can read",))
+        refused = refusal(path)
+        if refused:
+            return Verdict(False, (refused.rstrip("."),))
     made_for = made_for_rule(target, drafter)
     return verdict_of((*vocabulary_rules(target, drafter), *((made_for,) if made_for else ())))
 

@@ -45,7 +45,15 @@ def test_an_outgrown_conversation_leaves_its_oldest_turns_out(qtbot, tmp_path, m
     stats = send(window, "Which mill was it?")
     assert stats is not None and stats.generated_tokens > 0
     shown = window.transcript.toPlainText()
-    assert "oldest messages were left out of the prompt to fit the context (1,024 tokens)." in shown
+    line = window.fit_note
+    assert line.startswith("The ") and line.endswith(
+        " oldest messages were left out of the prompt to fit the context (1,024 tokens)."
+    )
+    assert shown.count(line) == 1  # once, in the line right under the new reply's heading
+    assert shown[shown.rindex("Assistant") :].split("\n")[:2] == ["Assistant", line]
+    window.legend.raw.toggle()  # drawn again as raw text: the line stays above the reply
+    shown = window.transcript.toPlainText()
+    assert shown[shown.rindex("Assistant") :].split("\n")[:2] == ["Assistant", line]
     assert len(window.store.messages(cid)) == 18  # nothing deleted: only the prompt leaves them out
 
 

@@ -5,6 +5,7 @@ written here (tests/engine/runtime/mlx_folders.py): a second to load, even on ML
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -116,8 +117,9 @@ def test_the_lab_runs_an_mlx_pair_at_each_depth(qtbot, tmp_path, folders, plain_
 def test_auto_on_mlx_measures_and_keeps_an_mlx_profile(qtbot, tmp_path, folders, plain_ids, monkeypatch, send):
     monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "cache"))
     window = mlx_window(qtbot, tmp_path, folders, depth=AUTO)
-    stats = send(window, PROMPT)  # Auto's first reply measures this box on MLX
+    stats = send(window, PROMPT)  # plain while this box is measured on MLX in the background
     assert isinstance(stats, RunStats) and list(stats.token_ids) == plain_ids
+    qtbot.waitUntil(lambda: not window.measure_control.measuring, timeout=600_000)
     engine = window.worker.engine
     (saved,) = (tmp_path / "cache" / "profiles").glob("*.json")
     data = json.loads(saved.read_text())
@@ -138,4 +140,34 @@ def test_runtime_mlx_runs_a_gguf_file_converted(qtbot, tmp_path, folders, smollm
     assert window.windowTitle().endswith(" — on MLX")
     stats = send(window, "Say hello.")
     assert isinstance(stats, RunStats) and stats.generated_tokens > 0
+    window.close()
+
+
+@pytest.mark.slow
+def test_a_damaged_mlx_folder_from_the_picker_is_one_sentence_and_the_conversation_stays(
+    qtbot, tmp_path, folders, plain_ids, send
+):
+    """A broken download (its weights cut in half) chosen in the picker: the window says the folder check's
+    sentence, forgets the folder, keeps the pair it had and the conversation, and replies on."""
+    from app.worker import LoadRequest
+    from engine.errors import ModelFileError
+    from engine.runtime.mlx_check import check_folder
+
+    window = mlx_window(qtbot, tmp_path, folders)
+    assert list(send(window, PROMPT).token_ids) == plain_ids
+    before = window.transcript.toPlainText()
+    broken = tmp_path / "broken-download"
+    shutil.copytree(folders["target"], broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ModelFileError) as caught:
+        check_folder(broken)
+    window.side._remember(str(broken))
+    with qtbot.waitSignal(window.worker.load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
+        window.load(LoadRequest(str(broken), str(folders["drafter"])))
+    assert failed.args[0] == str(caught.value)
+    qtbot.waitUntil(lambda: window.side.target.findData(str(broken)) < 0)
+    assert window.pair.target == str(folders["target"]) and window.transcript.toPlainText().startswith(before)
+    again = send(window, PROMPT)  # the conversation goes on: its second reply reads the first
+    assert len(again.token_ids) == TOKENS and window.transcript.toPlainText().startswith(before)
     window.close()

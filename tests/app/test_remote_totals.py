@@ -46,4 +46,5 @@ def test_llama_servers_totals_are_one_bar_and_a_second_reply_adds_to_the_session
         model.add([*unreported(21), totals(drafted=30, accepted=12)])
     assert model.totals_only and model.session_positions.drafted == [60] and model.session_positions.accepted == [24]
     assert model.message_positions.drafted == [30] and model.mean_length == []  # no rounds reported: no length
-    assert [x for x, _ in model.tps] == [2.0, 4.0]
+    assert model.tps == [(2.0, 10.0)]  # the reply's own decode time; both replies' together is "all"
+    assert model.session_tps() == 40 / 4.0

@@ -56,7 +56,10 @@ def test_help_lists_the_keyboard_shortcuts(window_at, tmp_path):
     assert rows["Find in conversations"] == "Ctrl+F"
     box = window.menus.show_shortcuts()
     assert "Ctrl+R\tRegenerate reply" in box.text().splitlines()
-    assert [a.text() for a in window.menuBar().actions()[-1].menu().actions()][:1] == ["Keyboard shortcuts"]
+    assert [a.text() for a in window.menuBar().actions()[-1].menu().actions()][:2] == [
+        "Draftlight guide",
+        "Keyboard shortcuts",
+    ]
     box.close()
 
 

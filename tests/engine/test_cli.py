@@ -166,3 +166,25 @@ def test_the_break_even_gauge_is_in_the_stats_and_the_summary(tmp_path, monkeypa
     assert re.fullmatch(
         r"\[speculation (saves \d+% of the time|is \d+% slower than plain decoding) here \([^)]*\)(: .*)?\]", last
     )
+
+
+def test_chat_sizes_its_context_like_the_app_unless_told():
+    from engine.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["chat", "hi"]).ctx == 0  # 0: sized by engine/runtime/contextsize.py, as the app's Auto
+    assert parse(["chat", "hi", "--ctx", "auto"]).ctx == 0
+    assert parse(["chat", "hi", "--ctx", "2048"]).ctx == 2048
+    assert parse(["serve", "--ctx", "auto"]).ctx == 0 and parse(["serve"]).ctx == 4096
+
+
+def test_chat_default_context_is_the_trained_length_where_memory_allows(smollm_path):
+    from engine import Engine
+    from engine.cli import _runtime_options, build_parser
+
+    options = _runtime_options(build_parser().parse_args(["chat", "hi", "--target", str(smollm_path)]))
+    engine = Engine.load(smollm_path, "none", options)
+    try:  # a 135M model's KV cache: far below a quarter of this machine's free memory
+        assert engine.ctx.n_ctx == min(engine.target.n_ctx_train, 32_768) == 8192
+    finally:
+        engine.close()

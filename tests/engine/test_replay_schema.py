@@ -99,3 +99,13 @@ def test_a_200_mb_replay_is_refused_before_it_is_read(tmp_path):
 
 def test_a_folder_is_not_a_replay(tmp_path):
     assert refusal(tmp_path) == f"{tmp_path.name} is not a file: choose a Draftlight replay (.json)."
+
+
+def test_only_the_last_round_may_be_cut_short_by_the_replys_end(tmp_path):
+    """A reply that reaches its max tokens (or a stop) inside a round keeps fewer tokens than the
+    round accepted; a round before the last cannot."""
+    data = sample_replay().to_json()
+    data["rounds"][-1]["tokens"] = data["rounds"][-1]["tokens"][:2]  # 3 accepted, 2 emitted: the cap
+    assert [len(s.tokens) for s in load(write(tmp_path, data)).steps][-1] == 2
+    data["rounds"][1]["tokens"] = data["rounds"][1]["tokens"][:2]
+    assert "rounds[1] kept 3 drafts, so it needs 4 tokens, not 2" in refusal(write(tmp_path, data, "s.json"))

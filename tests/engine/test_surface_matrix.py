@@ -15,6 +15,7 @@ import contextlib
 import http.client
 import io
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -26,6 +27,8 @@ pytest.importorskip("mlx_lm")
 pytest.importorskip("mlx_vlm")
 
 from engine.cli import main
+from engine.errors import ModelFileError
+from engine.runtime.mlx_check import check_folder
 from tests.engine.surface_folders import (
     CORPUS,
     MATRIX,
@@ -222,3 +225,24 @@ def test_pair_with_no_drafter_named_on_an_mlx_folder_checks_the_target_alone(fol
         assert main(["pair", str(folders["qwen35"]), "--no-probe", "--json"]) == 0
     report = json.loads(out.getvalue())
     assert report["drafter_kind"] == "none" and report["verdict"] == "No drafter chosen: nothing to check."
+
+
+@pytest.mark.parametrize("broken", ["qwen35", "dflash"])
+def test_a_damaged_folder_is_one_sentence_for_serve_tune_and_bench(folders, broken, tmp_path, monkeypatch, capsys):
+    """A broken download (its weights cut in half) as the target or as the drafter: serve refuses to load,
+    tune and bench stop, each with the folder check's sentence on one line, no traceback."""
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / f"{broken}-cut"
+    shutil.copytree(folders[broken], folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ModelFileError) as caught:
+        check_folder(folder)
+    said = str(caught.value)
+    assert said.startswith(f"{broken}-cut's model.safetensors")
+    pair = ["--target", str(folders["qwen35"] if broken == "dflash" else folder),
+            "--drafter", str(folder if broken == "dflash" else folders["dflash"])]  # fmt: skip
+    for argv in (["serve", "--port", str(free_port())], ["tune"], ["bench", "--runtime", "mlx", "--depths", "0,2"]):
+        assert main([*argv, *pair]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("draftlight: ") and said in err and err.count("\n") == 1, (argv, err)

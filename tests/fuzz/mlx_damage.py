@@ -45,10 +45,12 @@ def _config(folder: Path, name: str = "config.json") -> dict:
     return json.loads((folder / name).read_text())
 
 
-def set_field(key: str, value: object, text: bool = False, name: str = "config.json") -> Damage:
+def set_field(key: str, value: object, text: bool = False, name: str = "config.json", within: str = "") -> Damage:
+    """One field of a JSON file set: at its top, in its text_config (`text`) or in the object `within` names."""
+
     def damage(folder: Path) -> None:
         config = _config(folder, name)
-        (config["text_config"] if text else config)[key] = value
+        (config["text_config"] if text else config[within] if within else config)[key] = value
         (folder / name).write_text(json.dumps(config))
 
     return damage
@@ -203,6 +205,43 @@ NAMED = [
     Case("auto_map and trust_remote_code", "qwen2", set_field("auto_map", {"AutoModel": "evil.Model"}), whole=True),
     Case("sound", "qwen2", lambda folder: None, whole=True),
 ]
+# The drafter kinds that read the target, each from its own folder beside a tiny target of its family.
+KIND_TARGETS = {"dflash": "qwen35", "dspark": "qwen35", "eagle3": "qwen35", "assistant": "gemma4"}
+# A field mlx-vlm reads that the folder check does not bound: mlx-vlm's module meets it first.
+LOOSE_FIELDS = {"dflash": ("dflash_config", "mask_token_id"), "dspark": ("dflash_config", "mask_token_id"),
+                "eagle3": ("", "target_hidden_size"), "assistant": ("", "backbone_hidden_size")}  # fmt: skip
+
+
+def swap_shape(folder: Path) -> None:
+    """The first two-dimensional tensor whose sides differ, its shape turned: the bytes the same, the shape wrong."""
+    data = (folder / WEIGHTS).read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    name = next(k for k in sorted(header) if k != "__metadata__" and len(set(header[k]["shape"])) == 2)
+    header[name]["shape"] = header[name]["shape"][::-1]
+    text = json.dumps(header).encode()
+    (folder / WEIGHTS).write_bytes(struct.pack("<Q", len(text)) + text + data[8 + length :])
+
+
+def drafter_cases(kind: str) -> list[Case]:
+    """Damage to a drafter folder of `kind`, which chat takes as --drafter and pair as the drafter."""
+    within, loose = LOOSE_FIELDS[kind]
+    return [
+        Case(f"{kind} config.json a JSON list", kind, write("config.json", b"[1]")),
+        Case(f"{kind} num_hidden_layers 10**7", kind, set_field("num_hidden_layers", 10**7)),
+        Case(f'{kind} hidden_size "64"', kind, set_field("hidden_size", "64")),
+        Case(f"{kind} weights truncated mid-tensor", kind, cut(0.5)),
+        Case(f"{kind} header length 2**60", kind, header_length(2**60)),
+        Case(f"{kind} a bad dtype string", kind, tensor_field("dtype", "Q7_K")),
+        Case(f"{kind} weights a link to /dev/zero", kind, link("/dev/zero")),
+        Case(f"{kind} no weights", kind, remove(WEIGHTS)),
+        Case(f"{kind} {loose} not a number", kind, set_field(loose, "wide", within=within), loader_only=True),
+        Case(f"{kind} a weight's shape turned", kind, swap_shape, loader_only=True),
+        Case(f"{kind} sound", kind, lambda folder: None, whole=True),
+    ]
+
+
+DRAFTERS = [case for kind in KIND_TARGETS for case in drafter_cases(kind)]
 ODD = [0, -1, 1.5, True, "4", None, [4], {"a": 4}, 10**30, 2**63]
 FIELDS = ["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
           "vocab_size", "max_position_embeddings", "model_type", "rms_norm_eps", "tie_word_embeddings"]  # fmt: skip

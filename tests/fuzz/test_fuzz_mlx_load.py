@@ -1,8 +1,9 @@
 """Damaged MLX folders loaded for real: as chat's target, as its drafter, and by `pair`.
 
-Each case (tests/fuzz/mlx_damage.py: every case of issue 45 by name, then seeded mutants) is a
-copy of a tiny sound MLX folder with one kind of damage, run as `draftlight chat` or `draftlight
-pair` in a child under an address-space cap. The contract: the child ends on its own, by no
+Each case (tests/fuzz/mlx_damage.py: every case of issue 45 by name, then seeded mutants, then the
+same kinds of damage to a DFlash, DSpark, EAGLE-3 and Gemma 4 assistant folder) is a copy of a tiny
+sound MLX folder with one kind of damage, run as `draftlight chat` (as target or as drafter) or
+`draftlight pair` in a child under an address-space cap. The contract: the child ends on its own, by no
 signal, with no traceback; a damaged folder gets one sentence naming the folder and a non-zero
 exit, a whole one an answer and exit 0; its peak memory stays under 1 GiB. `make test` runs a
 seeded subset; `make fuzz` every case on every surface.
@@ -17,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz.bounded import FULL, ROOT
-from tests.fuzz.mlx_damage import NAMED, Case, damaged, random_cases, run_measured
+from tests.fuzz.mlx_damage import DRAFTERS, KIND_TARGETS, NAMED, Case, damaged, random_cases, run_measured
 
-pytest.importorskip("mlx_lm")
+pytest.importorskip("mlx_vlm")
 
 SEED = 45
 MEMORY_CAP_MB = 2048  # the child's address space; its resident peak must stay under PEAK_RSS
@@ -33,8 +34,11 @@ RUNS = [
     for surface in SURFACES
     if surface != "drafter" or (case.base == "qwen2" and case.as_drafter)
 ]
-if not FULL:  # the seeded subset: a few named cases on each surface
-    RUNS = random.Random(SEED).sample(RUNS, 8)
+KIND_RUNS = [(case, surface) for case in DRAFTERS for surface in ("drafter", "pair")]  # beside a sound target
+if not FULL:  # the seeded subset: a few named cases on each surface, a few drafter kinds' damage
+    RUNS = random.Random(SEED).sample(RUNS, 8) + random.Random(SEED).sample(KIND_RUNS, 4)
+else:
+    RUNS += KIND_RUNS
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +47,26 @@ def sound(tmp_path_factory) -> dict[str, Path]:
     from mlx_folders import CORPUS, write_qwen2_folder
     from mlx_targets import write_target
 
+    from tests.engine.surface_folders import write_folders
+
     root = tmp_path_factory.mktemp("fuzz-mlx-load")
+    kinds = write_folders(root / "kinds")  # the surface matrix's: a qwen35 and a gemma4 target, each kind beside
     return {
         "qwen2": write_qwen2_folder(root / "qwen2", seed=1),
         "drafter": write_qwen2_folder(root / "drafter", seed=2, layers=1),
         "qwen35": write_target(root / "qwen35", 7, "random", tokenizer=CORPUS),
+        **{f"{kind}-target": kinds[target] for kind, target in KIND_TARGETS.items()},
+        **{kind: kinds[kind] for kind in KIND_TARGETS},
     }
 
 
 def _args(surface: str, case: Case, folder: Path, sound: dict[str, Path]) -> list[str]:
     chat = ["chat", "--runtime", "mlx", "--ctx", "512", "--max-tokens", "4", "hi"]  # 512: the folder's own
+    if case.base in KIND_TARGETS:  # a drafter kind's folder damaged, beside the sound target it was made for
+        target = str(sound[f"{case.base}-target"])
+        if surface == "drafter":
+            return [*chat, "--target", target, "--drafter", str(folder)]
+        return ["pair", target, str(folder), "--runtime", "mlx", "--no-probe"]
     if surface == "target":
         return [*chat, "--target", str(folder), "--drafter", "mtp" if case.base == "qwen35" else "none"]
     if surface == "drafter":
@@ -64,7 +78,7 @@ def _args(surface: str, case: Case, folder: Path, sound: dict[str, Path]) -> lis
 @pytest.mark.slow
 @pytest.mark.parametrize(("case", "surface"), RUNS, ids=[f"{c.label}-{s}" for c, s in RUNS])
 def test_a_damaged_folder_is_one_sentence_or_loads(case: Case, surface: str, sound, tmp_path):
-    base = sound["drafter"] if surface == "drafter" else sound[case.base]
+    base = sound["drafter"] if surface == "drafter" and case.base == "qwen2" else sound[case.base]
     folder = damaged(case, base, tmp_path)
     measured = run_measured(_args(surface, case, folder, sound), HANG_S, MEMORY_CAP_MB)
     outcome = measured.outcome

@@ -25,7 +25,7 @@ from engine.drafting.mtp import ASSISTANT_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime.mlx import audit
-from engine.runtime.mlx.context import MlxContext
+from engine.runtime.mlx.context import MlxContext, decode_errors
 from engine.runtime.mlx_check import check_folder, loader_errors
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
@@ -66,7 +66,9 @@ class MlxAssistantDrafter(OwnPace):
     has_distribution = True
     needs_hidden_states = True
 
-    def __init__(self, target: MlxContext, assistant: nn.Module, max_depth: int = MAX_DEPTH, name: str = "") -> None:
+    def __init__(
+        self, target: MlxContext, assistant: nn.Module, max_depth: int = MAX_DEPTH, name: str = "", source: str = ""
+    ) -> None:
         config = assistant.config
         parts = target.observers.parts
         if int(config.backbone_hidden_size) != parts.width:
@@ -92,6 +94,7 @@ class MlxAssistantDrafter(OwnPace):
         if self.assistant._input_embed is None:
             raise IncompatibleDrafter(f"the assistant cannot find {target.model.name}'s input embeddings.")
         self.target, self.max_depth, self.name = target, max_depth, name or "Gemma 4 assistant"
+        self.who = f"the {self.name} in {source}" if source else self.name  # named where one of its passes fails
         self.decode_s = 0.0
         self.ctx = self  # the round counts the drafter's time inside MLX as its own
         self._dtype = parts.inner.embed_tokens.weight.dtype
@@ -140,6 +143,12 @@ class MlxAssistantDrafter(OwnPace):
         held = len(history) - 1  # the positions the target holds: all but the last token's
         if k <= 0 or held <= 0:
             return Draft()
+        with decode_errors(self.who):
+            return self._draft(history, k, sampler, p_min, banned, held)
+
+    def _draft(
+        self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...], held: int
+    ) -> Draft:
         t0 = time.perf_counter()
         a = self.assistant
         a.set_shared_kv(self._memory(held), held, position=held - 1, kv_valid_len=held)

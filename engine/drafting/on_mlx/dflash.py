@@ -30,7 +30,7 @@ from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx import audit
-from engine.runtime.mlx.context import MlxContext
+from engine.runtime.mlx.context import MlxContext, decode_errors
 from engine.runtime.mlx_check import check_folder, loader_errors
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
@@ -59,7 +59,9 @@ class MlxDflashDrafter(OwnPace):
     has_distribution = True
     needs_hidden_states = True
 
-    def __init__(self, target: MlxContext, drafter: nn.Module, max_depth: int = MAX_DEPTH, name: str = "") -> None:
+    def __init__(
+        self, target: MlxContext, drafter: nn.Module, max_depth: int = MAX_DEPTH, name: str = "", source: str = ""
+    ) -> None:
         config = drafter.config
         parts = target.observers.parts
         if int(config.hidden_size) != parts.width:
@@ -101,6 +103,7 @@ class MlxDflashDrafter(OwnPace):
         if own_head is not None:
             self.drafter.lm_head = own_head
         self.target, self.name = target, name or f"{variant} drafter"
+        self.who = f"the {self.name} in {source}" if source else self.name  # named where one of its passes fails
         self.max_depth = min(max_depth, int(config.block_size) - 1)
         self.decode_s = 0.0
         self.ctx = self  # the round counts the drafter's time inside MLX as its own
@@ -131,6 +134,10 @@ class MlxDflashDrafter(OwnPace):
         k = min(k, self.max_depth, self.target.n_ctx - len(history))
         if k <= 0:
             return Draft()
+        with decode_errors(self.who):
+            return self._draft(history, k, sampler, p_min, banned)
+
+    def _draft(self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]) -> Draft:
         t0 = time.perf_counter()
         end = len(history) - 1  # the block's first slot is the last token's position
         self._trim(min(self._context, end))

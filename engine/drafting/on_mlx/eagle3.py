@@ -46,7 +46,9 @@ class MlxEagle3Drafter(ChainedHead):
     keeps_own_entries = False
     reads_last_layer = False
 
-    def __init__(self, target: MlxContext, drafter: nn.Module, max_depth: int = MAX_DEPTH, name: str = "") -> None:
+    def __init__(
+        self, target: MlxContext, drafter: nn.Module, max_depth: int = MAX_DEPTH, name: str = "", source: str = ""
+    ) -> None:
         config = drafter.config
         parts = target.observers.parts
         if int(config.target_hidden_size) != parts.width:
@@ -65,7 +67,7 @@ class MlxEagle3Drafter(ChainedHead):
                 "it was trained for another target."
             )
         self._untap = target.observers.tap_layers(self.layers)  # refuses a layer the target lacks
-        super().__init__(target, max_depth, name or "EAGLE-3 drafter")
+        super().__init__(target, max_depth, name or "EAGLE-3 drafter", source)
 
     def make_cache(self) -> list[Any]:
         return self.drafter.make_cache()

@@ -25,7 +25,7 @@ import numpy as np
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.errors import RuntimeFailure
 from engine.runtime.contexts import common_prefix
-from engine.runtime.mlx.context import MlxContext
+from engine.runtime.mlx.context import MlxContext, decode_errors
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
@@ -66,8 +66,9 @@ class ChainedHead(OwnPace):
     keeps_own_entries = True  # MTP's: the drafts' own entries stay where the target kept the token
     reads_last_layer = True  # the target's last layer, normed (MTP); EAGLE-3 reads tapped layers
 
-    def __init__(self, target: MlxContext, max_depth: int, name: str) -> None:
+    def __init__(self, target: MlxContext, max_depth: int, name: str, source: str = "") -> None:
         self.target, self.max_depth, self.name = target, max_depth, name
+        self.who = f"the {name} in {source}" if source else name  # named where one of its passes fails
         self.decode_s = 0.0
         self.ctx = self  # the round counts the drafter's time inside MLX as its own
         self._rows = np.empty((max_depth, target.model.n_vocab), dtype=np.float32)
@@ -119,6 +120,10 @@ class ChainedHead(OwnPace):
         k = min(k, self.max_depth, self.target.n_ctx - len(history))
         if k <= 0:
             return Draft()
+        with decode_errors(self.who):
+            return self._draft(history, k, sampler, p_min, banned)
+
+    def _draft(self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]) -> Draft:
         t0 = time.perf_counter()
         self._trim(common_prefix(self._fed, history[1:]))  # entry p embeds history[p + 1]
         end = len(history) - 1  # the target holds the states of every position before the last token's

@@ -190,9 +190,10 @@ class MlxContext:
         if self.has_state:
             self.snapshots.keep(cache, self.n_past, n)
         t0 = time.perf_counter()
-        batch = mx.concatenate([mx.array([last], dtype=mx.uint32), launched.ids.astype(mx.uint32)])[None]
-        logits = self.observers.forward(batch, cache)[0]
-        rows = self._wait_for_rows(logits, launched.ids, launched.rows, *self.observers.batch_arrays())
+        with decode_errors(self.model.name):  # the draft's chain is evaluated in this wait too
+            batch = mx.concatenate([mx.array([last], dtype=mx.uint32), launched.ids.astype(mx.uint32)])[None]
+            logits = self.observers.forward(batch, cache)[0]
+            rows = self._wait_for_rows(logits, launched.ids, launched.rows, *self.observers.batch_arrays())
         draft.settle(waited=True)
         self.decode_s += time.perf_counter() - t0
         tokens = [last, *draft.tokens]
@@ -209,7 +210,8 @@ class MlxContext:
             return None
         self._fed = None
         self._settle()
-        return launch_chain(self, tokens, k, banned)
+        with decode_errors(self.model.name):
+            return launch_chain(self, tokens, k, banned)
 
     def _settle(self) -> None:
         """Read a chain launched here and not read yet: the cache holds its steps, `tokens` catch up."""

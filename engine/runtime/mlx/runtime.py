@@ -33,6 +33,10 @@ class MlxRuntime(Runtime):
         return _mlx_options(options)
 
     def load(self, path: Path, options: RuntimeOptions, converted: Callable[[Path], Path] | None = None) -> TextModel:
+        if path.is_dir():  # a damaged folder is said before MLX, mlx-lm and transformers take seconds to import
+            from engine.runtime.mlx_check import check_folder
+
+            check_folder(path)
         if model_format(path) == "gguf":
             if converted is None:
                 raise ModelFileError(

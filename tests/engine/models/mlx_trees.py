@@ -35,10 +35,12 @@ def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]], met
     return path
 
 
-def quantized_tensors(vocab: int = 8, hidden: int = 64, bits: int = 4, group: int = 32) -> dict:
-    """An embedding and one projection as mlx_lm.quantize leaves them: packed uint32 weights with scales and biases."""
+def quantized_tensors(vocab: int = 8, hidden: int = 64, bits: int = 4, group: int = 32, layers: int = 2) -> dict:
+    """An embedding and a projection in each of `layers` layers as mlx_lm.quantize leaves them: packed uint32
+    weights with scales and biases (as many layers as config.json declares: a whole folder)."""
     out = {}
-    for name, rows in (("model.embed_tokens", vocab), ("model.layers.0.mlp.down_proj", hidden)):
+    projections = [(f"model.layers.{i}.mlp.down_proj", hidden) for i in range(layers)]
+    for name, rows in (("model.embed_tokens", vocab), *projections):
         out[f"{name}.weight"] = ("U32", [rows, hidden * bits // 32])
         out[f"{name}.scales"] = ("BF16", [rows, hidden // group])
         out[f"{name}.biases"] = ("BF16", [rows, hidden // group])
@@ -46,10 +48,10 @@ def quantized_tensors(vocab: int = 8, hidden: int = 64, bits: int = 4, group: in
     return out
 
 
-def plain_tensors(vocab: int = 8, hidden: int = 64) -> dict:
+def plain_tensors(vocab: int = 8, hidden: int = 64, layers: int = 2) -> dict:
     return {
         "model.embed_tokens.weight": ("BF16", [vocab, hidden]),
-        "model.layers.0.mlp.down_proj.weight": ("BF16", [hidden, hidden]),
+        **{f"model.layers.{i}.mlp.down_proj.weight": ("BF16", [hidden, hidden]) for i in range(layers)},
         "model.norm.weight": ("BF16", [hidden]),
     }
 
@@ -74,8 +76,9 @@ def mlx_folder(
     extra: dict | None = None,
     tensors: dict | None = None,
 ) -> Path:
-    """An MLX folder: config.json (with `quantization` where bits is given), its weights in `shards`
-    files and, where `tokens` is given, a tokenizer.json."""
+    """An MLX folder: config.json (with `quantization` where bits is given), its weights (one projection in
+    each of its `layers` layers, unless `tensors` says otherwise) in `shards` files and, where `tokens` is
+    given, a tokenizer.json."""
     folder.mkdir(parents=True, exist_ok=True)
     config = {
         "architectures": ["Qwen3ForCausalLM"],
@@ -93,9 +96,9 @@ def mlx_folder(
     weights = (
         tensors
         if tensors is not None
-        else quantized_tensors(vocab, hidden, bits, group)
+        else quantized_tensors(vocab, hidden, bits, group, layers)
         if bits
-        else plain_tensors(vocab, hidden)
+        else plain_tensors(vocab, hidden, layers)
     )
     names = list(weights)
     per = -(-len(names) // shards)

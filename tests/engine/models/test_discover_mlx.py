@@ -3,13 +3,15 @@ a smaller model of its family on this machine; GGUF files refused because the ru
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from engine.errors import IncompatibleDrafter
+from engine.errors import IncompatibleDrafter, ModelFileError
 from engine.models.compat import Verdict
 from engine.models.discover import discover, discover_mlx, drafter_kind
 from engine.models.mlx_compat import check_folders
-from tests.engine.models.mlx_trees import QWEN_TOKENS, mlx_folder, quantized_tensors
+from tests.engine.models.mlx_trees import QWEN_TOKENS, mlx_folder, plain_tensors, quantized_tensors
 from tests.engine.models.test_local import tiny_gguf
 
 DFLASH = {"architectures": ["DFlashDraftModel"], "dflash_config": {"target_layer_ids": [0, 1]}, "num_target_layers": 2}
@@ -101,3 +103,23 @@ def test_the_verdict_names_what_differs(tmp_path):
          "the target ends text with token 0 and the drafter with 5"),
     )  # fmt: skip
     assert check_folders(target, tmp_path / "nothing").reasons == ("nothing is not an MLX model folder this can read",)
+
+
+def test_auto_and_the_verdict_refuse_what_the_loader_would_in_its_sentence(tmp_path, no_home):
+    target = mlx_folder(tmp_path / "models/Qwen3-8B-4bit")
+    short = mlx_folder(tmp_path / "models/Qwen3-8B-DFlash", bits=None, fmt="pt", tokens=None, layers=5,
+                       tensors=plain_tensors(layers=2), extra=DFLASH)  # fmt: skip
+    said = "Qwen3-8B-DFlash's config.json says 5 layers and its weights hold 2: the folder is incomplete or its config is wrong"
+    assert discover(target).said == (
+        "No drafter found for Qwen3-8B-4bit: it carries no MTP heads, and no MLX drafter or smaller model of its "
+        f"family on this machine fits. Passed over: {said}."
+    )
+    assert check_folders(target, short) == Verdict(False, (said,))
+    assert check_folders(short, target) == Verdict(False, (said,))
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "vocab_size": 10**12}))
+    with pytest.raises(ModelFileError) as refused:
+        discover(target)
+    assert str(refused.value) == (
+        "Qwen3-8B-4bit's config.json says vocab_size is 1,000,000,000,000, outside 1 to 4,194,304: not a real model."
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import IncompatibleDrafter, ModelFileError
+from engine.models.listing import print_local_models
 from engine.models.local import local_models
 from engine.runtime.mlx_check import check_folder
 from tests.engine.models.mlx_trees import mlx_folder, quantized_tensors
@@ -77,7 +78,7 @@ def test_a_drafters_layers_and_block_are_bounded_and_it_is_refused_as_a_drafter(
 
 
 def test_layers_the_weights_do_not_hold_are_refused(tmp_path):
-    assert _refused(mlx_folder(tmp_path / "m", layers=2)) == (
+    assert _refused(mlx_folder(tmp_path / "m", layers=2, tensors=quantized_tensors(layers=1))) == (
         "m's config.json says 2 layers and its weights hold 1: the folder is incomplete or its config is wrong."
     )
 
@@ -145,6 +146,21 @@ def test_the_listing_says_the_width_the_weights_have_not_the_configs(tmp_path):
     listed = local_models([tmp_path / "models"], home=tmp_path / "no-home", env={})
     assert [(m.name, m.quantization) for m in listed] == [("liar", "4-bit")]
     assert quantized_tensors(hidden=64, bits=4, group=64)["model.embed_tokens.weight"] == ("U32", [8, 8])
+
+
+def test_the_listing_says_why_a_folder_will_not_load(tmp_path):
+    models = tmp_path / "models"
+    mlx_folder(models / "whole")
+    mlx_folder(models / "short", layers=3, tensors=quantized_tensors(layers=1))
+    said: list[str] = []
+    print_local_models(said.append, local_models([models], home=tmp_path / "no-home", env={}))
+    assert [line.split(": /")[0] for line in said[said.index("\nMLX model folders on this machine:") :]] == [
+        "\nMLX model folders on this machine:",
+        f"  short MLX 4-bit, 0.00 GB ({models})",
+        "    It will not load: short's config.json says 3 layers and its weights hold 1: the folder is incomplete or "
+        "its config is wrong.",
+        f"  whole MLX 4-bit, 0.00 GB ({models})",
+    ]
 
 
 @pytest.mark.slow
