@@ -128,7 +128,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
                     line["rejections"] = rejection_anatomy(tokens, rounds, plain_pass_s).to_json()
                     line["drafter_kind"] = engine.drafter.kind if engine.drafter is not None else kinds.NONE.name
                     view = engine.ledger_view()
-                    line["ledger"] = view and {"status": view.status(), "warnings": view.warnings}
+                    line["ledger"] = view and view.brief()
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
         elif isinstance(event, TokenEvent):
             text = terminal_safe(event.text) if terminal else event.text
