@@ -1,13 +1,15 @@
 """How often the ledger's drift test raises a false alarm, and how often it finds a real fall.
 
 Each simulated history is one pair and content kind: a baseline of BASELINE_DRAFTS drafts,
-then 3,000 more, in replies of 20 to 150 drafts. A reply's acceptance varies with its prompt:
-it is drawn from a beta distribution around the pair's acceptance (standard deviation
---spread), then each draft is kept with that chance. A stable history keeps its acceptance; a
-falling one drops by 10 points after the baseline. The test is engine.ledger.drift's own
-(cusum_step, THRESHOLD, REPLY_CAP), run reply by reply as the ledger runs it.
+then more, in replies of 20 to 150 drafts. A reply's acceptance varies with its prompt: it is
+drawn from a beta distribution around the pair's acceptance (standard deviation --spread),
+then each draft is kept with that chance. A stable history keeps its acceptance for 3,000
+drafts after the baseline; a falling one drops by FALL right after it. Either comes with a
+change of setup right after the baseline (a target's file changed, say) or with none (only
+the prompts changed). The test is engine.ledger.drift's own DriftTest, run reply by reply as
+the ledger runs it; a history raises the warning if it stands after any reply.
 
-    python benchmarks/ledger_false_alarms.py [--histories 1000] [--seed 1]
+    PYTHONPATH=. python benchmarks/ledger_false_alarms.py [--histories 1000] [--seed 1] [--spread 0.03]
 """
 
 from __future__ import annotations
@@ -16,35 +18,38 @@ import argparse
 
 import numpy as np
 
-from engine.ledger.drift import BASELINE_DRAFTS, FALL, FALSE_ALARM_RATE, THRESHOLD, Tally, cusum_step, reply_correlation
+from engine.ledger import drift
+from engine.ledger.drift import DriftTest, Tally
 
 AFTER_DRAFTS = 3000
 
 
-def reply(rng: np.random.Generator, p: float, spread: float) -> tuple[int, int]:
+def reply(rng: np.random.Generator, p: float, spread: float) -> Tally:
     n = int(rng.integers(20, 151))
     if spread <= 0:
-        return n, int(rng.binomial(n, p))
+        return Tally(n, int(rng.binomial(n, p)))
     k = (1 - p) * p / spread**2 - 1  # beta concentration giving that spread
-    q = rng.beta(p * k, (1 - p) * k)
-    return n, int(rng.binomial(n, q))
+    return Tally(n, int(rng.binomial(n, rng.beta(p * k, (1 - p) * k))))
 
 
-def history(rng: np.random.Generator, p: float, fall: float, within: int, spread: float) -> bool:
-    """Whether the test raises the warning: within `within` drafts after the baseline."""
+def history(rng: np.random.Generator, p: float, fall: float, within: int, spread: float, change: bool) -> bool:
+    """Whether the warning stands after any reply within `within` drafts after the baseline."""
     baseline: list[Tally] = []
-    while sum(t.drafted for t in baseline) < BASELINE_DRAFTS:
-        baseline.append(Tally(*reply(rng, p, spread)))
-    p0 = sum(t.accepted for t in baseline) / sum(t.drafted for t in baseline)
-    rho = reply_correlation(baseline)
-    statistic, seen = 0.0, 0
+    while sum(t.drafted for t in baseline) < drift.BASELINE_DRAFTS:
+        baseline.append(reply(rng, p, spread))
+    test, seen = DriftTest(baseline), 0
     while seen < within:
-        n, a = reply(rng, p - fall, spread)
-        seen += n
-        statistic = cusum_step(statistic, n, a, p0, rho)
-        if statistic >= THRESHOLD:
+        r = reply(rng, p - fall, spread)
+        seen += r.drafted
+        test.add(r, new_setup=change)
+        statistic, threshold, _ = test.verdict()
+        if statistic >= threshold:
             return True
     return False
+
+
+def rate(rng: np.random.Generator, runs: int, *args) -> float:
+    return sum(history(rng, *args) for _ in range(runs)) / runs
 
 
 def main() -> None:
@@ -52,20 +57,27 @@ def main() -> None:
     ap.add_argument("--histories", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--spread", type=float, default=0.03, help="prompt-to-prompt standard deviation of acceptance")
+    ap.add_argument("--acceptance", type=float, nargs="+", default=[0.5, 0.7, 0.86])
+    for name in ("BASELINE_DRAFTS", "THRESHOLD", "CHANGE_THRESHOLD", "WINDOW_DRAFTS", "REPLY_CAP"):
+        ap.add_argument(f"--{name.lower().replace('_', '-')}", type=float, help=f"try another {name}")
     args = ap.parse_args()
+    for name in ("BASELINE_DRAFTS", "THRESHOLD", "CHANGE_THRESHOLD", "WINDOW_DRAFTS", "REPLY_CAP"):
+        if (value := getattr(args, name.lower())) is not None:
+            setattr(drift, name, int(value) if name.endswith("DRAFTS") else value)
     rng = np.random.default_rng(args.seed)
-    print(f"baseline {BASELINE_DRAFTS} drafts, threshold {THRESHOLD}, reply spread {args.spread:.2f}")
-    for p in (0.5, 0.7, 0.86):
-        false = sum(history(rng, p, 0.0, AFTER_DRAFTS, args.spread) for _ in range(args.histories)) / args.histories
-        found = {
-            w: sum(history(rng, p, FALL, w, args.spread) for _ in range(args.histories)) / args.histories
-            for w in (300, 600)
-        }
-        print(
-            f"acceptance {p:.0%}: false alarms {false:.1%} of {args.histories} stable histories of {AFTER_DRAFTS:,} drafts "
-            f"(stated at most {FALSE_ALARM_RATE:.0%}); a {FALL:.0%} fall found within 300 drafts {found[300]:.1%}, "
-            f"within 600 {found[600]:.1%}"
-        )
+    print(
+        f"baseline {drift.BASELINE_DRAFTS} drafts, window {drift.WINDOW_DRAFTS}, thresholds {drift.THRESHOLD} "
+        f"(latest replies) and {drift.CHANGE_THRESHOLD} (since a change), reply cap {drift.REPLY_CAP}, "
+        f"reply spread {args.spread:.2f}, {args.histories} histories each, stated rate {drift.FALSE_ALARM_RATE:.0%}"
+    )
+    print("acceptance | false alarms in 3,000 drafts: no change / a change | a 10-point fall found: "
+          "at a change within 300 / 600 | with no change within 300 / 600")  # fmt: skip
+    n, s = args.histories, args.spread
+    for p in args.acceptance:
+        stable = [rate(rng, n, p, 0.0, AFTER_DRAFTS, s, change) for change in (False, True)]
+        found = [rate(rng, n, p, drift.FALL, w, s, change) for change in (True, False) for w in (300, 600)]
+        print(f"{p:.0%} | {stable[0]:.1%} / {stable[1]:.1%} | {found[0]:.1%} / {found[1]:.1%} | "
+              f"{found[2]:.1%} / {found[3]:.1%}")  # fmt: skip
 
 
 if __name__ == "__main__":

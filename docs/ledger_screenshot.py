@@ -7,8 +7,9 @@ Then the pairing panel's history (docs/ledger-history.png).
     DRAFTLIGHT_LEDGER=/tmp/ledger.sqlite3 xvfb-run -a -s "-screen 0 1440x900x24" \\
         .venv/bin/python docs/ledger_screenshot.py /tmp/changed/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf [--baseline N]
 
-`--baseline N` shortens the baseline to N drafts (engine.ledger.drift.BASELINE_DRAFTS, 1,000) for a
-ledger filled by a few replies, as tests/engine/ledger/test_ledger_real.py's is.
+`--baseline N` shortens the baseline to N drafts (engine.ledger.drift.BASELINE_DRAFTS, 3,000), and
+the drafts since a change judged at once (CHANGE_DRAFTS, 300) to as many, for a ledger filled by a
+few replies, as tests/engine/ledger/test_ledger_real.py's is.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def main() -> int:
         from engine.ledger import drift
 
         drift.BASELINE_DRAFTS = int(sys.argv[sys.argv.index("--baseline") + 1])
+        drift.CHANGE_DRAFTS = min(drift.CHANGE_DRAFTS, drift.BASELINE_DRAFTS)
     app = make_app()
     tmp = Path(tempfile.mkdtemp(prefix="draftlight-ledger-shot-"))
     prefs = settings.Preferences(depth=3, max_tokens=200, target=changed, drafter="default")

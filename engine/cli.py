@@ -138,8 +138,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
                         line["profile_notice"] = engine.profile_notice
                     line["rejections"] = rejection_anatomy(tokens, rounds, plain_pass_s).to_json()
                     line["drafter_kind"] = engine.drafter.kind if engine.drafter is not None else kinds.NONE.name
+                    if engine.verdict is not None and engine.verdict.made_for:
+                        line["made_for"] = engine.verdict.made_for  # said on stderr before the reply without --json
                     view = engine.ledger_view()
-                    line["ledger"] = view and {"status": view.status(), "warnings": view.warnings}
+                    line["ledger"] = view and view.brief()
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
         elif isinstance(event, TokenEvent):
             text = terminal_safe(event.text) if terminal else event.text

@@ -17,6 +17,7 @@ from engine.models.compat import Verdict, check
 from engine.models.discover import discover
 from engine.models.drafterfiles import DRAFTER_FILES
 from engine.runtime import RuntimeOptions
+from engine.runtime.gguf import GGUFInfo
 from engine.runtime.loading import chosen_runtime, load_model, runtime_of
 from engine.runtime.protocol import RuntimeContext, TextModel
 from engine.runtime.runtimes import Runtime
@@ -85,10 +86,24 @@ def load_drafter(
         kind = files.kind_of_loaded(model, target)
         if kind.reads_target and target_ctx is None:
             raise IncompatibleDrafter(f"{model.name} reads the target's layers: load it beside a loaded target.")
+        verdict = replace(verdict, made_for=made_for(target, model, kind))  # GGUF metadata names its base
         return kinds.load(kind, target_ctx, model, model.options), verdict
     except BaseException:
         model.close()
         raise
+
+
+def made_for(target: TextModel, drafter: TextModel, kind: kinds.DrafterKind) -> str:
+    """Where a drafter that reads the target's insides names another target in its metadata (its base,
+    general.base_model.*), that in a sentence, said before the first reply; else "". The pairing
+    doctor's rule (engine.models.pairing.made_for_rule), so the two say the same."""
+    from engine.models.pairing import made_for_rule
+
+    infos = getattr(target, "info", None), getattr(drafter, "info", None)
+    if not all(isinstance(info, GGUFInfo) for info in infos):
+        return ""
+    rule = made_for_rule(*infos, kind.name)
+    return f"{rule.sentence} Its drafts may be kept less often." if rule is not None and not rule.holds else ""
 
 
 def load_target(

@@ -189,10 +189,13 @@ class Engine:
 
     @property
     def notice(self) -> str:
-        """A sentence the user needs before replying, or "": why speculation is off."""
+        """A sentence the user needs before replying, or "": why speculation is off, or that the drafter
+        was made for another target."""
         if self.plain_reason or self.profile_notice:
             return " ".join(x for x in (self.plain_reason, self.profile_notice) if x)
-        return "" if self.ctx.can_rewind or self.drafter is None else self.ctx.describe_rollback()
+        made_for = self.verdict.made_for if self.verdict is not None and self.drafter is not None else ""
+        rollback = "" if self.ctx.can_rewind or self.drafter is None else self.ctx.describe_rollback()
+        return " ".join(x for x in (made_for, rollback) if x)
 
     def run_plain(self, reason: str) -> None:
         """Drop the drafter and decode on llama.cpp's fastest plain settings (repacked weights, an

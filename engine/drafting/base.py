@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -228,6 +229,7 @@ class OwnPace:
     (their decodes are short): the n-gram table, MTP heads, DFlash, EAGLE-3."""
 
     overlaps = False
+    folder: Path | None = None  # where it came from, if a folder of its own (MLX): the ledger fingerprints it
 
     def stoppable(self, cancelled: Callable[[], bool]) -> AbstractContextManager[None]:
         return nullcontext()

@@ -11,9 +11,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Drafter
+from engine.drafting.base import Drafter, OwnPace
 from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND, DflashDrafter
 from engine.drafting.eagle3 import Eagle3Drafter
 from engine.drafting.model import ModelDrafter
@@ -26,6 +27,8 @@ from engine.runtime.gguf import GGUFInfo, read_gguf
 # (the target's context, the drafter's own file loaded or None, the options, the deepest draft); on
 # MLX the drafter's own file is its folder, a Path, which the loader reads with mlx-vlm.
 Loader = Callable[[Context, Model | Path | None, RuntimeOptions, int], Drafter]
+
+Mine = TypeVar("Mine", bound=OwnPace)  # a drafter in a folder of its own
 
 
 @dataclass(frozen=True)
@@ -95,13 +98,19 @@ def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth:
     return MtpDrafter(target, max_depth=depth, sidecar=model)  # the target's own file where `model` is None
 
 
+def _from(folder: Path, drafter: Mine) -> Mine:
+    """A drafter in a folder of its own, which remembers it: the acceptance ledger fingerprints it."""
+    drafter.folder = folder
+    return drafter
+
+
 def _assistant(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant
 
         folder = _folder(model)
-        return _built(folder, "a Gemma 4 assistant", lambda: MlxAssistantDrafter(
-            target, load_assistant(folder), max_depth=depth, source=folder.name))  # fmt: skip
+        return _from(folder, _built(folder, "a Gemma 4 assistant", lambda: MlxAssistantDrafter(
+            target, load_assistant(folder), max_depth=depth, source=folder.name)))  # fmt: skip
     return MtpDrafter(target, max_depth=depth, sidecar=model)
 
 
@@ -110,8 +119,8 @@ def _dflash(target: Context, model: Model | Path | None, options: RuntimeOptions
         from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash
 
         folder = _folder(model)
-        return _built(folder, "a DFlash drafter", lambda: MlxDflashDrafter(
-            target, load_dflash(folder), max_depth=depth, source=folder.name))  # fmt: skip
+        return _from(folder, _built(folder, "a DFlash drafter", lambda: MlxDflashDrafter(
+            target, load_dflash(folder), max_depth=depth, source=folder.name)))  # fmt: skip
     return DflashDrafter(model, target, max_depth=depth)
 
 
@@ -120,8 +129,8 @@ def _eagle3(target: Context, model: Model | Path | None, options: RuntimeOptions
         from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3
 
         folder = _folder(model)
-        return _built(folder, "an EAGLE-3 drafter", lambda: MlxEagle3Drafter(
-            target, load_eagle3(folder), max_depth=depth, source=folder.name))  # fmt: skip
+        return _from(folder, _built(folder, "an EAGLE-3 drafter", lambda: MlxEagle3Drafter(
+            target, load_eagle3(folder), max_depth=depth, source=folder.name)))  # fmt: skip
     return Eagle3Drafter(model, target, max_depth=depth)
 
 

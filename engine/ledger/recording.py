@@ -38,9 +38,9 @@ def draftlight_version() -> str:
 
 
 def drafter_file(drafter) -> Path | None:
-    """The file a drafter was loaded from: a draft model's, DFlash's or EAGLE-3's; None for n-grams
-    and heads inside the target (the target's fingerprint stands for those)."""
-    path = getattr(getattr(drafter, "model", None), "path", None)
+    """The file or folder a drafter was loaded from: a draft model's, DFlash's, EAGLE-3's, an MLX
+    assistant's; None for n-grams and heads inside the target (the target's fingerprint stands for those)."""
+    path = getattr(getattr(drafter, "model", None), "path", None) or getattr(drafter, "folder", None)
     return Path(path) if path is not None else None
 
 

@@ -79,6 +79,10 @@ class PairLedger:
         said = ", ".join(f"{d.kind} {d.baseline.label()}" for d in self.drift)
         return f"Acceptance holds against its baseline: {said}."
 
+    def brief(self) -> dict:
+        """What a reply's stats carry (`chat --json`, `serve`): the status sentence and any warnings."""
+        return {"status": self.status(), "warnings": self.warnings}
+
     def notice(self) -> str:
         """The warning for the app's notice line: its first sentence on the line, the rest behind "why?"."""
         stale = self.stale()

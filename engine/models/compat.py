@@ -40,6 +40,7 @@ class Verdict:
     compatible: bool
     reasons: tuple[str, ...] = field(default=())
     found: str = ""  # with `--drafter auto`: what was found, and why, in a sentence
+    made_for: str = ""  # where the drafter's file names another target as its base: that, in a sentence
 
     def explain(self) -> str:
         if self.compatible:
@@ -48,7 +49,7 @@ class Verdict:
             rule = "The drafter cannot draft for this target: " + "; ".join(self.reasons) + "."
         else:
             rule = ""
-        return " ".join(part for part in (self.found, rule) if part)
+        return " ".join(part for part in (self.found, rule, self.made_for) if part)
 
 
 def _quote(text: str) -> str:

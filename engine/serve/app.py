@@ -124,6 +124,8 @@ def build_app(engine: Engine, model_id: str, config: ServeConfig) -> Starlette:
         found = gauge([stats], plain_pass_s, engine.profile_basis())
         if found is not None:
             out.update(found.to_json())
+        view = engine.ledger_view()  # the drift warning, as `chat --json` says it
+        out["ledger"] = view and view.brief()
         return out
 
     async def events_of(req: ChatRequest, stop: threading.Event | None = None) -> AsyncIterator[Event]:

@@ -25,9 +25,10 @@ CODE_PROMPTS = (
     ONLY_CODE + "a bubble sort in C++.",
     ONLY_CODE + "a JavaScript function that debounces another function.",
 )
-AFTER = (*CODE_PROMPTS, ONLY_CODE + "a Rust function that reverses a string.")  # enough replies past the per-reply cap
+AFTER = (*CODE_PROMPTS, ONLY_CODE + "a Rust function that reverses a string.")  # past CHANGE_DRAFTS drafts
 TOKENS = 48
-BASELINE_DRAFTS = 100  # three replies: the test's baseline, not the thousand drafts a user's needs
+BASELINE_DRAFTS = 100  # three replies: the test's baseline, not the thousands of drafts a user's needs
+CHANGE_DRAFTS = 100  # the replies since the change are judged on as few
 
 
 def _replies(engine: Engine, prompts: tuple[str, ...]) -> list[RunStats]:
@@ -58,6 +59,7 @@ def ledger_run(target_path: Path, drafter_path: Path, tmp_path_factory) -> Itera
             after = _replies(engine, AFTER)
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(drift_module, "BASELINE_DRAFTS", BASELINE_DRAFTS)
+                mp.setattr(drift_module, "CHANGE_DRAFTS", CHANGE_DRAFTS)
                 view = engine.ledger_view()
         finally:
             engine.close()

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.ledger.fingerprint import identity
+from engine.ledger.store import Setup, open_ledger
+
 openai = pytest.importorskip("openai")
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,13 +32,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def earlier_baseline(ledger: Path, target_path: Path, drafter_path: Path) -> None:
+    """A baseline of this pair in the server's ledger, measured against another target file: every
+    draft kept. The server's own replies then fall from it, and their stats say so."""
+    target, drafter = identity(target_path), identity(drafter_path)
+    setup = Setup(target.name, drafter.name, "model", "gguf:1:earlier", drafter.fingerprint, "llama-cpp-python",
+                  "0.1.0", "greedy", "2")  # fmt: skip
+    book = open_ledger(ledger)
+    at = time.mktime((2026, 12, 1, 12, 0, 0, 0, 0, -1))
+    for i in range(10):
+        book.add(setup, "serve", (50, 50), (50, 50), [("code", 100, 100)], at=at + i)
+    book.close()
+
+
 @pytest.fixture(scope="module")
-def server(target_path, drafter_path):
+def server(target_path, drafter_path, tmp_path_factory):
     port = free_port()
+    ledger = tmp_path_factory.mktemp("serve-ledger") / "ledger.sqlite3"
+    earlier_baseline(ledger, target_path, drafter_path)
     command = [sys.executable, "-m", "engine.cli", "serve", "--target", str(target_path), "--drafter",
                str(drafter_path), "--port", str(port), "--token", TOKEN, "--queue", "1", "--max-tokens", "512",
                "--max-request-bytes", "8192", "--depth", "2"]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "DRAFTLIGHT_LEDGER": str(ledger)})  # fmt: skip
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -174,6 +193,27 @@ def test_a_full_queue_is_429_and_a_client_that_leaves_cancels_its_reply(server):
         after = get(server, "/draftlight/v1/status")[1]
     assert after["cancelled"] == before["cancelled"] + 1
     assert after["replies"] == before["replies"] + 2 and not after["busy"]
+
+
+def test_a_fall_since_the_target_changed_is_said_in_each_replys_stats(server):
+    """The ledger's warning reaches a client as `chat --json` says it: in the stats, whole or streamed."""
+    said = []
+    for _ in range(3):  # the replies since the change: enough to weigh against the baseline
+        reply = client(server).chat.completions.create(
+            model="x", messages=[{"role": "user", "content": PROMPT}], max_tokens=N
+        )
+        said.append(reply.model_extra["draftlight"]["stats"]["ledger"])
+    stream = client(server).chat.completions.create(
+        model="x", messages=[{"role": "user", "content": PROMPT}], max_tokens=N, stream=True
+    )
+    said.append(list(stream)[-1].model_extra["draftlight"]["ledger"])
+    last = said[-1]
+    assert last["warnings"] and all(
+        w.startswith("Acceptance on ") and "fell from 100% (1,000 drafts)" in w
+        and "since the target's file changed on " in w and w.endswith("measured against the earlier file.")
+        for w in last["warnings"]
+    )  # fmt: skip
+    assert last["status"] == " ".join(last["warnings"])
 
 
 def test_listening_beyond_this_machine_needs_a_token():
