@@ -70,3 +70,19 @@ def test_nothing_is_cut_at_common_screen_sizes(qtbot, window_at, tmp_path, size,
             assert inside(charts.viewport(), plot), name
     for line in (window.charts.showing, window.charts.thermal_note, window.charts.what_if):
         assert line.width() <= charts.viewport().width()
+
+
+def test_the_side_panel_and_the_charts_give_their_room_away(qtbot, window_at, tmp_path):
+    window = window_at(tmp_path / "c.sqlite3")
+    window.resize(1024, 700)
+    qtbot.waitUntil(lambda: window.size().toTuple() == (1024, 700))
+    charts_area, wide = window.side_splitter.widget(1), window.transcript.width()
+    window.menus.panes.side.trigger()  # View → Side panel, unchecked
+    qtbot.waitUntil(lambda: charts_area.height() > 600)
+    assert not window.side_splitter.widget(0).isVisible() and inside(window, charts_area)
+    window.menus.panes.charts.trigger()
+    qtbot.waitUntil(lambda: window.transcript.width() > wide + 300)
+    assert not window.side_splitter.isVisible()
+    window.menus.panes.side.trigger()
+    qtbot.waitUntil(lambda: window.side_splitter.isVisible())
+    assert window.side_splitter.widget(0).isVisible() and not charts_area.isVisible()
