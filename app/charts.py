@@ -20,6 +20,7 @@ from engine import RANK_BUCKETS, ThermalState, TokenKind
 __all__ = ["ChartModel", "ChartsPanel", "nice_ceiling"]
 
 REFRESH_MS = 200
+COLUMN_WIDTH = 250  # the narrowest a chart of two columns may be: its title and its ticks whole
 STATE_LEVELS = (ThermalState.NOMINAL, ThermalState.FAIR, ThermalState.SERIOUS, ThermalState.CRITICAL)
 
 
@@ -74,13 +75,16 @@ class ChartsPanel(QWidget):
         self.accept_plot.addItem(self.accept_message)
         self.accept_plot.addItem(self.accept_session)
 
-        self.length_plot = self._plot(f"Mean accepted length {both}", "decode time (s)", "tokens/round")
+        self.length_plot = self._plot(f"Accepted length {both}", "decode time (s)", "tokens/round")
+        self.length_plot.setToolTip(
+            "Mean accepted length: the tokens a decode round wrote, drafts and the target's own"
+        )
         self.length_curve = self.length_plot.plot(pen=pg.mkPen(message_color, width=2))
         self.length_session = pg.InfiniteLine(angle=0, pen=dashed)
         self.length_plot.addItem(self.length_session)
 
         parts = " ".join(f"<span style='color:{c}'>■{n}</span>" for n, c in palette.ROUND_PARTS.items())
-        self.split_plot = self._plot(f"Round {parts}", f"last {RECENT_ROUNDS} rounds", "ms")
+        self.split_plot = self._plot(parts, f"last {RECENT_ROUNDS} rounds", "ms a round")
         self.split_bars = {
             name: pg.BarGraphItem(x=[], height=[], y0=[], width=0.8, brush=color)
             for name, color in palette.ROUND_PARTS.items()
@@ -152,8 +156,7 @@ class ChartsPanel(QWidget):
 
     def _place(self) -> None:
         """The charts in two columns where two fit side by side, else in one."""
-        spacing = max(self.grid.horizontalSpacing(), 0)
-        columns = 2 if self.width() >= 2 * self.tps_plot.minimumWidth() + spacing else 1
+        columns = self._columns_that_fit()
         plots = self.plots()
         for widget in (self.showing, *plots, self.thermal_plot, self.thermal_note, self.what_if):
             self.grid.removeWidget(widget)
@@ -169,9 +172,12 @@ class ChartsPanel(QWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        spacing = max(self.grid.horizontalSpacing(), 0)
-        if (2 if self.width() >= 2 * self.tps_plot.minimumWidth() + spacing else 1) != self.columns:
+        if self._columns_that_fit() != self.columns:
             self._place()
+
+    def _columns_that_fit(self) -> int:
+        """Two where each chart gets room for its title and its axis' labels, else one."""
+        return 2 if self.width() >= 2 * COLUMN_WIDTH + max(self.grid.horizontalSpacing(), 0) else 1
 
     def changeEvent(self, event) -> None:
         if event.type() == QEvent.Type.PaletteChange and palette.is_dark() != self.dark:

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QApplication, QMenu, QMessageBox
 from app import exports
 from app.guide import GuideWindow
 from app.ledgermenu import add_ledger_menu
+from app.panes import PaneToggles
 
 Key = QKeySequence.StandardKey
 MIN_TEXT_SIZE, MAX_TEXT_SIZE = 8.0, 32.0  # points
@@ -102,6 +103,8 @@ class Menus:
             view, "Smaller text", standard_keys(Key.ZoomOut), lambda: self.set_text_size(self.text_size() - 1)
         )
         self.actual = act(view, "Actual size", [QKeySequence("Ctrl+0")], lambda: self.set_text_size(0))
+        view.addSeparator()
+        self.panes = PaneToggles(view, window)  # a small screen: the transcript takes their room
         if window.prefs.text_size:
             self.set_text_size(window.prefs.text_size)
 

@@ -33,6 +33,7 @@ from engine import (
     SamplingConfig,
     catalog,
     local_models,
+    model_title,
 )
 
 CHOOSE = "__choose__"
@@ -136,7 +137,7 @@ class SidePanel(QWidget):
         self.drafter.addItem("Find one for this target (auto)", AUTO_SPEC)
         self.drafter.addItem(NO_DRAFTER.picked, NO_DRAFTER.name)
         for path in self.recent_files:
-            name = Path(path).name
+            name = model_title(path, quant="")  # the catalog's title, or the file's name: no header read here
             self.target.addItem(name, path)
             self.drafter.addItem(name, path)
         for model in self.local:  # used where they are, never copied
@@ -236,7 +237,9 @@ class SidePanel(QWidget):
         for combo, spec in ((self.target, target), (self.drafter, drafter)):
             i = combo.findData(spec)
             if i < 0 and spec:
-                combo.insertItem(combo.count() - 2, Path(spec).name, spec)  # before the two "choose" entries
+                combo.insertItem(
+                    combo.count() - 2, model_title(spec, quant=""), spec
+                )  # before the two "choose" entries
                 i = combo.findData(spec)
             combo.setCurrentIndex(max(i, 0))
 

@@ -39,12 +39,19 @@ from engine import (
     Unreachable,
     attach_remote,
     fit_conversation,
+    model_title,
     reply_room,
     runtime_name,
     with_replay,
 )
 
 BATCH_S = 0.1  # events reach the GUI at most 10 times a second: each visit costs the engine CPU time
+
+
+def shown_name(drafter) -> str:
+    """A drafter's name on screen: a draft model's one name (its file's), else the kind's own words."""
+    model = getattr(drafter, "model", None)  # a drafter that reads a model file of its own
+    return model_title(getattr(model, "path", None), fallback=drafter.name)
 
 
 @dataclass(frozen=True)
@@ -278,12 +285,12 @@ class EngineWorker(QObject):
             verdict = f"{kind.reads if kind else ''} {verdict}".strip()
         if engine.ctx.has_state and engine.can_speculate:  # a hybrid target: say how drafts are undone
             verdict = f"{verdict} {engine.describe_rollback()}".strip()
-        drafter_name = engine.drafter.name if engine.drafter else NO_DRAFTER.name
+        drafter_name = shown_name(engine.drafter) if engine.drafter else NO_DRAFTER.name
         runs = "The pair runs" if engine.drafter is not None else "The target runs"
         verdict = f"{verdict} {runs} on {runtime_name(engine.runtime)}.".strip()
         return PairInfo(
             target=self.target_spec,
-            target_name=engine.target.name,
+            target_name=model_title(engine.target.path, fallback=engine.target.name),
             drafter=self.drafter_spec,
             drafter_name=drafter_name,
             drafter_kind=engine.drafter.kind if engine.drafter else NO_DRAFTER.name,
@@ -344,9 +351,15 @@ class EngineWorker(QObject):
         settings = {"depth": config.depth, "max_tokens": config.max_tokens, "temperature": config.sampling.temperature}
         prompt = engine.render(list(request.messages), request.thinking)
         plain_s = engine.plain_pass_s()
-        drafter = engine.drafter.name if engine.drafter else NO_DRAFTER.name
+        drafter = shown_name(engine.drafter) if engine.drafter else NO_DRAFTER.name
         return with_replay(
-            events, engine.target.display, engine.target.name, drafter, prompt, settings, plain_s and plain_s * 1e3
+            events,
+            engine.target.display,
+            model_title(engine.target.path, fallback=engine.target.name),
+            drafter,
+            prompt,
+            settings,
+            plain_s and plain_s * 1e3,
         )
 
     def _batches(self, events: Iterator, auto: AutoDepth | None) -> Iterator[list | AutoStatus]:

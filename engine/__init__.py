@@ -84,6 +84,7 @@ from engine.sampling import SamplingConfig
 from engine.measure.anatomy import RANK_BUCKETS, RejectionAnatomy, ordinal, rank_bucket, rejection_anatomy
 from engine.measure.gauge import gauge
 from engine.models.local import local_models
+from engine.models.naming import model_title
 from engine.pairdoctor import PairReport, pair_report, probe_pair
 from engine.pairloading import load_drafter, load_target, plain_reason_for
 from engine.session import ChatSession, Engine
@@ -180,6 +181,7 @@ __all__ = [
     "measured_plain_pass_s",
     "measured_round_cost",
     "mentioned_tokens",
+    "model_title",
     "ordinal",
     "pair_report",
     "parse_depth",

@@ -13,6 +13,7 @@ from engine.drafting import kinds
 from engine.models import catalog
 from engine.models.compat import Rule
 from engine.models.discover import discover, fits
+from engine.models.naming import model_title, quantization
 from engine.models.pairs import PAIRS
 from engine.runtime.formats import LLAMA
 from engine.runtime.gguf import GGUFInfo
@@ -76,7 +77,7 @@ def model_facts(info: GGUFInfo, state_kind: str) -> ModelFacts:
             bases.append(name)
     return ModelFacts(
         path=str(info.path),
-        name=info.name,
+        name=model_title(info.path, quantization(info.metadata)),
         architecture=info.architecture,
         file_bytes=info.actual_size,
         state_kind=state_kind,

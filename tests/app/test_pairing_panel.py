@@ -71,7 +71,10 @@ def test_the_panel_shows_every_rule_and_the_probes_result(qtbot, target_path, dr
     assert rules.count("✓") == 4 and "✗" not in rules
     for name in ("vocabulary type", "special tokens", "vocabulary size", "token texts"):
         assert f"<b>{name}</b>" in rules
-    assert panel.heading.text() == "Qwen2.5 Coder 1.5B Instruct GGUF + Qwen2.5 Coder 0.5B Instruct AWQ on llama.cpp"
+    assert (
+        panel.heading.text()
+        == "Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) + Qwen2.5-Coder-0.5B-Instruct (Q4_K_M) on llama.cpp"
+    )
     assert "About 1.70 GB" in panel.memory.text()
     assert panel.suggestion.text() == "None: no catalog pair is better for this target."
     assert panel.start_button.isEnabled() and not panel.cancel_button.isEnabled()

@@ -36,9 +36,6 @@ def inside(outer, widget) -> bool:
     return QRect(QPoint(0, 0), outer.size()).contains(QRect(corner, widget.size()))
 
 
-PLOTS = ("tps_plot", "accept_plot", "length_plot", "split_plot", "thermal_plot", "ranks_plot")
-
-
 @pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize("size", [(1024, 700), (1280, 800), (1440, 900), (1920, 1080)])
 def test_nothing_is_cut_at_common_screen_sizes(qtbot, window_at, tmp_path, size, theme):
@@ -58,8 +55,34 @@ def test_nothing_is_cut_at_common_screen_sizes(qtbot, window_at, tmp_path, size,
     side = window.side_splitter.widget(0)
     assert side.width() >= window.side.minimumSizeHint().width()  # the side panel is never squeezed
     charts = window.side_splitter.widget(1)
-    for name in PLOTS:
-        plot = getattr(window.charts, name)
+    window.charts.refresh()
+    qtbot.wait(10)
+    assert not charts.horizontalScrollBar().isVisible()  # a column of charts scrolls down, never sideways
+    assert window.charts.columns == (1 if size[0] < 1280 else 2)
+    for plot in window.charts.plots():  # the thermal chart, where this machine has no sensor, is a line
+        name = window.charts.titles[plot]
         assert plot.width() >= plot.minimumWidth() and plot.height() >= plot.minimumHeight(), name
+        item = plot.getPlotItem()  # its title, axes and legend squares drawn whole inside the chart
+        assert item.sceneBoundingRect().right() <= plot.width(), name
+        assert item.titleLabel.item.boundingRect().width() <= plot.width() - item.getAxis("left").width(), name
+        assert inside(window.charts, plot), name
         if size[1] >= 900:  # room for every chart: none scrolled out of view
             assert inside(charts.viewport(), plot), name
+    for line in (window.charts.showing, window.charts.thermal_note, window.charts.what_if):
+        assert line.width() <= charts.viewport().width()
+
+
+def test_the_side_panel_and_the_charts_give_their_room_away(qtbot, window_at, tmp_path):
+    window = window_at(tmp_path / "c.sqlite3")
+    window.resize(1024, 700)
+    qtbot.waitUntil(lambda: window.size().toTuple() == (1024, 700))
+    charts_area, wide = window.side_splitter.widget(1), window.transcript.width()
+    window.menus.panes.side.trigger()  # View → Side panel, unchecked
+    qtbot.waitUntil(lambda: charts_area.height() > 600)
+    assert not window.side_splitter.widget(0).isVisible() and inside(window, charts_area)
+    window.menus.panes.charts.trigger()
+    qtbot.waitUntil(lambda: window.transcript.width() > wide + 300)
+    assert not window.side_splitter.isVisible()
+    window.menus.panes.side.trigger()
+    qtbot.waitUntil(lambda: window.side_splitter.isVisible())
+    assert window.side_splitter.widget(0).isVisible() and not charts_area.isVisible()

@@ -46,9 +46,9 @@ def test_the_default_pair_holds_every_rule(target_path, drafter_path, cache):
     assert report.compatible and report.drafter_kind == "model"
     assert report.verdict == "The drafter can draft for this target."
     assert report.architecture == (
-        "The target (Qwen2.5 Coder 1.5B Instruct GGUF) is a qwen2 transformer, 28 layers: a rejected draft is "
+        "The target (Qwen2.5-Coder-1.5B-Instruct (Q4_K_M)) is a qwen2 transformer, 28 layers: a rejected draft is "
         "dropped from its KV cache, which costs next to nothing.",
-        "The drafter (Qwen2.5 Coder 0.5B Instruct AWQ) is a draft model of its own: a qwen2 model, 24 layers.",
+        "The drafter (Qwen2.5-Coder-0.5B-Instruct (Q4_K_M)) is a draft model of its own: a qwen2 model, 24 layers.",
     )
     # llama.cpp's own log for these contexts: "size = 59.50 MiB (4096 cells, 28 layers)" and 25.50 MiB
     assert report.memory.target_kv == int(59.50 * 2**20)
@@ -125,7 +125,7 @@ def test_the_command_reads_like_a_doctors_report(target_path, smollm_path, tmp_p
     ]
     lines = result.stdout.splitlines()
     assert lines[:6] == [
-        "Pairing: Qwen2.5 Coder 1.5B Instruct GGUF + Smollm2 135M 8k Lc100K Mix1 Ep2 on llama.cpp",
+        "Pairing: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) + SmolLM2-135M-Instruct (Q4_1) on llama.cpp",
         "The drafter cannot draft for this target: 2 rule(s) fail.",
         "  ✓ vocabulary type: Both vocabularies are byte-level BPE.",
         "  ✓ special tokens: The special tokens agree: neither adds a start-of-text token, "
