@@ -40,6 +40,10 @@ class ReplyWriter:
         if time.monotonic() - self._last_write >= WRITE_EVERY_S:
             self.flush()
 
+    def say_above(self, line: str) -> None:
+        """The line above the reply (the oldest turns its prompt left out): on disk with it at once."""
+        self.store.set_above(self.message_id, line)
+
     def flush(self) -> None:
         if self._unwritten:
             self.store.append_reply(self.message_id, self._unwritten)

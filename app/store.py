@@ -54,6 +54,7 @@ MIGRATIONS = (
     ("messages", "hidden", "INTEGER NOT NULL DEFAULT 0"),  # an alternative not shown (nor sent)
     ("conversations", "deleted", "REAL"),  # deleted, undoable until the app closes
     ("messages", "replay", "TEXT"),  # a local reply's rounds, drafts and pieces (app/replaystore.py)
+    ("messages", "above", "TEXT"),  # a reply's line above its text: the oldest turns its prompt left out
 )
 
 
@@ -69,6 +70,7 @@ class StoredMessage:
     group: int = 0  # a reply's alternatives share it: the first one's id
     alternative: int = 1  # this reply is alternative `alternative` of `alternatives`
     alternatives: int = 1
+    above: str = ""  # the line drawn above the reply's text: which oldest turns its prompt left out
 
 
 @dataclass
@@ -216,6 +218,11 @@ class Store:
         message.id = message_id
         return message_id
 
+    def set_above(self, message_id: int, line: str) -> None:
+        """The line shown above a reply's text (the oldest turns its prompt left out), kept with it."""
+        if message_id and line:
+            self._write("save the reply", "UPDATE messages SET above = ? WHERE id = ?", (line, message_id))
+
     def drop_reply(self, message_id: int) -> None:
         """A reply that ended before its first token: nothing to keep."""
         if message_id:
@@ -231,7 +238,7 @@ class Store:
 
     def _messages(self, conversation_id: int) -> list[StoredMessage]:
         rows = self.db.execute(
-            "SELECT id, role, content, tokens, stats, stopped, interrupted, coalesce(reply_of, id) FROM messages "
+            "SELECT id, role, content, tokens, stats, stopped, interrupted, coalesce(reply_of, id), above FROM messages "
             "WHERE conversation_id = ? AND hidden = 0 ORDER BY id",
             (conversation_id,),
         ).fetchall()
@@ -241,7 +248,7 @@ class Store:
         ):
             groups.setdefault(group, []).append(mid)
         out = []
-        for mid, role, content, tokens, stats, stopped, interrupted, group in rows:
+        for mid, role, content, tokens, stats, stopped, interrupted, group, above in rows:
             if interrupted:
                 chunks = self.db.execute("SELECT tokens FROM reply_chunks WHERE message_id = ? ORDER BY rowid", (mid,))
                 tokens = "\n".join(chunk for (chunk,) in chunks)
@@ -263,6 +270,7 @@ class Store:
                     group=group,
                     alternative=groups[group].index(mid) + 1,
                     alternatives=len(groups[group]),
+                    above=above or "",
                 )
             )
         return out

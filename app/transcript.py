@@ -166,8 +166,8 @@ class TranscriptView(QTextEdit):
         cursor.insertText(text, QTextCharFormat())
         self._scroll_to_end()
 
-    def begin_reply(self) -> None:
-        self._reply = Entry("assistant", first=len(self.tokens), last=len(self.tokens))
+    def begin_reply(self, above: str = "") -> None:
+        self._reply = Entry("assistant", first=len(self.tokens), last=len(self.tokens), above=above)
         self.entries.append(self._reply)
         self._open_reply()
 
@@ -289,8 +289,11 @@ class TranscriptView(QTextEdit):
             cursor.insertBlock()
             cursor.insertText(f"by content: {content}", fmt)
 
-    def show_reply(self, tokens: list[TokenEvent], stats: RunStats | None, stopped: bool, note: str = "") -> None:
-        self.begin_reply()
+    def show_reply(
+        self, tokens: list[TokenEvent], stats: RunStats | None, stopped: bool, note: str = "", above: str = ""
+    ) -> None:
+        """A stored reply drawn whole: `above` is its line above the text, `note` the one under it."""
+        self.begin_reply(above)
         self.append_tokens(tokens)
         self.end_reply(stats, stopped, note)
 

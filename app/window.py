@@ -258,7 +258,7 @@ class MainWindow(ToolWindows, QMainWindow):
                 self.transcript.add_user(m.content)
             elif m.role == "assistant":
                 note = CUT_SHORT if m.interrupted else uncoloured_note(m.tokens, None)
-                self.transcript.show_reply(m.tokens, m.stats, m.stopped, alternative_note(m, note))
+                self.transcript.show_reply(m.tokens, m.stats, m.stopped, alternative_note(m, note), m.above)
             elif m.role == "error":
                 self.transcript.add_error(m.content)
             tag_last_message(self.transcript, m.id)
@@ -391,6 +391,7 @@ class MainWindow(ToolWindows, QMainWindow):
         self.fit_note = note
         if note:
             self.transcript.say_above_reply(note)  # above the reply it concerns
+            self.reply.say_above(note)  # and kept with it: shown when the conversation is opened again
             self._say(note)
 
     def _message_refused(self, sentence: str) -> None:

@@ -168,3 +168,6 @@ def test_an_older_database_gains_the_alternative_and_deleted_columns(tmp_path):
     assert notice == "" and [c.title for c in store.conversations()] == ["old"]
     got = [(m.role, m.content, m.alternative, m.alternatives) for m in store.messages(1)]
     assert got == [("user", "from before", 1, 1), ("assistant", "a reply", 1, 1)]
+    assert [m.above for m in store.messages(1)] == ["", ""]  # no line above a reply from before
+    store.set_above(2, "The oldest message was left out of the prompt to fit the context (1,024 tokens).")
+    assert store.messages(1)[1].above.startswith("The oldest message was left out")

@@ -55,6 +55,14 @@ def test_an_outgrown_conversation_leaves_its_oldest_turns_out(qtbot, tmp_path, m
     shown = window.transcript.toPlainText()
     assert shown[shown.rindex("Assistant") :].split("\n")[:2] == ["Assistant", line]
     assert len(window.store.messages(cid)) == 18  # nothing deleted: only the prompt leaves them out
+    window.new_conversation()  # away and back: the line is kept with the reply and drawn again above it
+    window.open_conversation(cid)
+    shown = window.transcript.toPlainText()
+    assert shown.count(line) == 1
+    assert shown[shown.rindex("Assistant") :].split("\n")[:2] == ["Assistant", line]
+    reopened, _ = open_store(window.store.where)  # as the next start reads it
+    assert [m.above for m in reopened.messages(cid)] == [""] * 17 + [line]
+    reopened.close()
 
 
 def test_the_context_is_shown_and_set_in_preferences(qtbot, make_window):
