@@ -49,7 +49,7 @@ from engine.errors import (
 from engine.fitting import FittedConversation, fit_conversation, reply_room
 from engine.events import Event, FinishReason, PositionTally, RoundEvent, RunStats, TokenEvent, TokenKind
 from engine.measure.auto import AutoDepth, MeasurePlan
-from engine.measure.profile import MeasureStep
+from engine.measure.timing import MeasureStep
 from engine.measure.soundness import ProfileRefused
 from engine.measure.costmodel import (
     PRESET_COSTS,

@@ -12,7 +12,6 @@ from engine.measure.costmodel import BoxProfile, best_depth, conditional_accepta
 from engine.measure.profile import (
     Steps,
     drafting_free,
-    measuring,
     measuring_rows,
     measuring_soundly,
     profile_for,
@@ -20,6 +19,7 @@ from engine.measure.profile import (
     profile_key,
 )
 from engine.measure.soundness import rounds_disagree
+from engine.measure.timing import measuring
 from engine.runtime import Model, RuntimeOptions
 
 

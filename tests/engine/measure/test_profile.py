@@ -46,27 +46,27 @@ def test_an_overlapping_drafter_is_priced_from_rounds_at_two_depths(engine, tmp_
     from whole rounds at two depths."""
     from dataclasses import replace
 
-    import engine.measure.profile as profile_module
+    import engine.measure.timing as timing_module
 
     monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
     options = replace(engine.options, overlap_drafter=True)
     assert profile_key(engine.target.path, engine.drafter.model.path, options) != profile_key(
         engine.target.path, engine.drafter.model.path, engine.options
     )
-    depths, generate = [], profile_module.generate
+    depths, generate = [], timing_module.generate
 
     def recording(ctx, drafter, policy, *args, **kw):
         depths.append((policy.choose(), drafter is not None and drafter.overlaps))
         return generate(ctx, drafter, policy, *args, **kw)
 
-    priced, price_steps = [], profile_module.price_steps
+    priced, price_steps = [], timing_module.price_steps
 
     def pricing(rounds_at, *args):
         priced.append((sorted(rounds_at), price_steps(rounds_at, *args)))
         return priced[-1][1]
 
-    monkeypatch.setattr(profile_module, "generate", recording)
-    monkeypatch.setattr(profile_module, "price_steps", pricing)
+    monkeypatch.setattr(timing_module, "generate", recording)
+    monkeypatch.setattr(timing_module, "price_steps", pricing)
     profile = measure(engine.target, engine.drafter.model, options, max_depth=3, repeats=2)
     # the calibration replies at depth 3, a plain one, and one at depth 1, the drafter overlapping
     assert depths == [(3, True), (3, True), (0, False), (1, True)]
@@ -76,7 +76,7 @@ def test_an_overlapping_drafter_is_priced_from_rounds_at_two_depths(engine, tmp_
 
 
 def test_steps_are_priced_by_the_line_through_two_depths():
-    from engine.measure.profile import price_steps
+    from engine.measure.timing import price_steps
 
     rows = [0.004, 0.0045, 0.0054, 0.0063, 0.0072]
 

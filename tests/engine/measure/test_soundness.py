@@ -97,12 +97,12 @@ class Meter:
 
 
 def _rows_of(model: StallingModel, target_path, monkeypatch, meter=Meter):
-    import engine.measure.profile as profile_module
+    import engine.measure.timing as timing_module
 
     model.path = target_path
-    monkeypatch.setattr(profile_module, "LoadMeter", meter)
-    monkeypatch.setattr(profile_module, "time", model.clock)
-    monkeypatch.setattr(profile_module, "_calibration_prompt", lambda _t: [1, 2, 3, 4, 5, 6, 7, 8])
+    monkeypatch.setattr(timing_module, "LoadMeter", meter)
+    monkeypatch.setattr(timing_module, "time", model.clock)
+    monkeypatch.setattr(timing_module, "_calibration_prompt", lambda _t: [1, 2, 3, 4, 5, 6, 7, 8])
     return lambda: _measure_rows(model, RuntimeOptions(), lambda _said: None)
 
 
