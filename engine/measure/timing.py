@@ -174,7 +174,7 @@ def measuring(
     observed: list[tuple[int, int]] = []  # (drafted, accepted) per round
     overheads: list[float] = []  # what follows the verify pass: the accept walk and the rewinds
     catch_ups: list[float] = []
-    deep_rounds: list[float] = []  # a whole round drafting max_depth tokens, in a real reply
+    deep_rounds: list[tuple[float, bool]] = []  # a whole round drafting max_depth tokens, in a real reply
     rounds_at: dict[int, list[tuple[float, bool]]] = {}
 
     def calibration_reply(ids: list[int], depth: int) -> Generator[MeasureStep, None, list[RoundEvent]]:
