@@ -20,6 +20,7 @@ from engine import RANK_BUCKETS, ThermalState, TokenKind
 __all__ = ["ChartModel", "ChartsPanel", "nice_ceiling"]
 
 REFRESH_MS = 200
+NO_THERMAL = "No thermal chart: this machine reports no thermal state."
 COLUMN_WIDTH = 250  # the narrowest a chart of two columns may be: its title and its ticks whole
 STATE_LEVELS = (ThermalState.NOMINAL, ThermalState.FAIR, ThermalState.SERIOUS, ThermalState.CRITICAL)
 
@@ -146,7 +147,7 @@ class ChartsPanel(QWidget):
         # The last tick's label (60 of 60 rounds) sits on the plot's right edge: let it draw past
         # the axis into a margin kept for it, rather than be dropped.
         plot.getAxis("bottom").setStyle(hideOverlappingLabels=False)
-        plot.getPlotItem().setContentsMargins(2, 2, 12, 2)
+        plot.getPlotItem().setContentsMargins(2, 2, 16, 2)
         return plot
 
     def plots(self) -> list[pg.PlotWidget]:
@@ -208,7 +209,9 @@ class ChartsPanel(QWidget):
 
     def _draw_rounds(self, m: ChartModel) -> None:
         showing = m.shown or "the reply streaming now"
-        self.showing.setText(f"Charts: {showing} (■all: every reply of this conversation)." if m.shown or m.tps else "")
+        all_replies = f"<span style='color:{palette.STROKES[TokenKind.BONUS]}'>■all</span>"
+        line = f"Charts: {showing} ({all_replies}: every reply of this conversation)."
+        self.showing.setText(line if m.shown or m.tps else "")
         for plot, curve, points, line, whole, y_min in (
             (self.tps_plot, self.tps_curve, m.tps, self.tps_session, m.session_tps(), 0.0),
             (self.length_plot, self.length_curve, m.mean_length, self.length_session, m.session_mean_length(), 1.0),
@@ -264,7 +267,8 @@ class ChartsPanel(QWidget):
             self.thermal_note.setVisible(unknown)
             self._place()
         if unknown:
-            self.thermal_note.setText(f"No thermal chart: {m.thermal[-1].describe()}.")
+            self.thermal_note.setText(NO_THERMAL)
+            self.thermal_note.setToolTip(m.thermal[-1].describe())  # what was looked for, in full
         if m.thermal and not unknown:
             t0 = m.thermal[0].timestamp
             known = [r for r in m.thermal if r.state in STATE_LEVELS]

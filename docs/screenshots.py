@@ -3,13 +3,14 @@ drafts were rejected (the ranks chart, the p_min what-if, acceptance by content,
 
 Run under a real display or Xvfb:  xvfb-run -s "-screen 0 1600x1000x24" python docs/screenshots.py
 
-`rendered`: one reply with prose, a table and code, at 1440x900 and 1920x1080, light and dark
-(docs/chat-{1440,1920}-{light,dark}.png):
+`rendered`: one reply with prose, a table and code, at 1024x700, 1280x800, 1440x900 and 1920x1080,
+light and dark (docs/chat-{1024,1280,1440,1920}-{light,dark}.png, each under 200 KB):
     xvfb-run -s "-screen 0 1920x1080x24" python docs/screenshots.py rendered
 """
 
 from __future__ import annotations
 
+import io
 import sys
 import tempfile
 import time
@@ -107,22 +108,42 @@ RENDERED_PROMPT = (
     "Give a markdown table of the best, average and worst time complexity of bubble sort and "
     "insertion sort, then an insertion sort in Python, then one sentence on when to use it."
 )
-SIZES = ((1440, 900), (1920, 1080))
+FOLLOW_UP = "In one sentence: when is bubble sort good enough?"
+SIZES = ((1024, 700), (1280, 800), (1440, 900), (1920, 1080))
+
+
+def save_small(image, path: Path) -> None:
+    """A screenshot in 256 colours: a UI's flat colours survive it, and the file stays small."""
+    from PIL import Image
+    from PySide6.QtCore import QBuffer, QIODevice
+
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    shot = Image.open(io.BytesIO(bytes(buffer.data()))).convert("RGB")
+    shot.quantize(256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
 
 
 def rendered(app, tmp: Path) -> int:
     """A reply with prose, a table and a code block, full screen at a laptop's and a desktop's
     size, in the light theme and the dark one: what a user sees the window at."""
     from app import settings, theme
+    from app.messagetags import message_frames
     from app.window import MainWindow
 
     window = MainWindow(store_path=tmp / "rendered.sqlite3", prefs=settings.Preferences(depth=2, max_tokens=400))
     window.resize(*SIZES[0])
     window.show()
     wait(lambda: window.pair is not None and not window.busy)
-    window.input.setPlainText(RENDERED_PROMPT)
-    window.send()
-    wait(lambda: not window.streaming)
+    for prompt in (RENDERED_PROMPT, FOLLOW_UP):
+        window.input.setPlainText(prompt)
+        window.send()
+        wait(lambda: not window.streaming)
+    # The first reply selected, as a click in it does: the charts show its figures beside "all".
+    first = window.chart_feed.reply_ids[0]
+    cursor = window.transcript.textCursor()
+    cursor.setPosition(next(f for mid, f in message_frames(window.transcript) if mid == first).firstPosition() + 1)
+    window.transcript.setTextCursor(cursor)
     for width, height in SIZES:
         window.setGeometry(0, 0, width, height)
         for name in ("light", "dark"):
@@ -133,7 +154,7 @@ def rendered(app, tmp: Path) -> int:
                 time.sleep(0.02)
             window.transcript.verticalScrollBar().setValue(0)
             app.processEvents()
-            window.grab().save(str(OUT / f"chat-{width}-{name}.png"))
+            save_small(window.grab(), OUT / f"chat-{width}-{name}.png")
     theme.apply("system")
     window.close()
     return 0

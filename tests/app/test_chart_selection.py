@@ -147,7 +147,8 @@ def test_a_chart_without_a_source_gives_its_room_away_and_says_why(qtbot, window
     charts.refresh()
     assert charts.thermal_plot.isHidden() and charts.thermal_plot not in charts.plots()
     assert charts.thermal_note.isVisibleTo(charts)
-    assert charts.thermal_note.text() == "No thermal chart: unknown: no thermal zone."
+    assert charts.thermal_note.text() == "No thermal chart: this machine reports no thermal state."
+    assert charts.thermal_note.toolTip() == "unknown: no thermal zone"
     window.chart_model.add_thermal(ThermalReading(ThermalState.NOMINAL, "pmset -g therm"))
     charts.refresh()
     assert charts.thermal_plot.isVisibleTo(charts) and not charts.thermal_note.isVisibleTo(charts)
