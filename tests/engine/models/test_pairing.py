@@ -53,9 +53,7 @@ def test_mtp_for_a_target_without_heads_fails_its_rule(files, no_profiles):
     report = pair_report(files["hybrid"], "mtp", probe_seconds=0)
     rule = report.rules[0]
     assert (rule.name, rule.holds) == ("MTP heads", False)
-    assert (
-        rule.sentence == "Draftlight test hybrid carries no multi-token-prediction heads: it cannot draft for itself."
-    )
+    assert rule.sentence == "Hybrid carries no multi-token-prediction heads: it cannot draft for itself."
     assert not report.compatible
     assert report.prediction.sentence.startswith("None: this drafter cannot draft for this target")
 
@@ -63,7 +61,7 @@ def test_mtp_for_a_target_without_heads_fails_its_rule(files, no_profiles):
 def test_a_recurrent_target_has_a_state_not_a_kv_cache(files, no_profiles):
     report = pair_report(files["mamba"], "none", probe_seconds=0)
     assert report.rules == ()
-    assert report.architecture[0].startswith("The target (draftlight test mamba) is a recurrent mamba model")
+    assert report.architecture[0].startswith("The target (mamba) is a recurrent mamba model")
     assert report.memory.target_kv == 0
     assert "a recurrent state in place of a KV cache" in report.memory.sentence()
     assert report.verdict == "No drafter chosen: nothing to check."
