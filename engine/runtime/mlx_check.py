@@ -73,6 +73,8 @@ BOUNDS = {
     "max_position_embeddings": (1, 1 << 24),
     "sliding_window": (0, 1 << 24),
 }
+# The numbers no model is built without: present as null, they are damage, not a default.
+BUILT_FROM = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
 LAYER_LISTS = ("target_layer_ids", "layer_ids", "eagle_aux_hidden_state_layer_ids", "aux_hidden_state_layer_ids")
 LAYER_NAME = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 MODULE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -166,6 +168,8 @@ def _check_numbers(folder: str, config: object, where: str, depth: int = 0) -> N
     for key, value in items:
         if isinstance(value, (dict, list)):
             _check_numbers(folder, value, where, depth + 1)
+        if depth == 0 and key in BUILT_FROM and value is None:
+            raise ModelFileError(f"{folder}'s {where} gives {key} as null: no model can be built without it.")
         if not isinstance(key, str) or value is None:
             continue
         if key in BOUNDS:
@@ -186,9 +190,24 @@ def _check_numbers(folder: str, config: object, where: str, depth: int = 0) -> N
         heads, kv = config.get("num_attention_heads"), config.get("num_key_value_heads")
         if isinstance(heads, int) and isinstance(kv, int) and kv > heads:
             raise ModelFileError(f"{folder}'s {where} says {kv} key-value heads for {heads} attention heads.")
+        layers = config.get("num_hidden_layers")
+        for key in BOUNDS:  # a number given per layer gives one for each layer
+            value = config.get(key)
+            if isinstance(value, list) and isinstance(layers, int) and len(value) != layers:
+                raise ModelFileError(
+                    f"{folder}'s {where} gives {key} for {_count(len(value), 'layer')}, and the model has "
+                    f"{_count(layers, 'layer')}."
+                )
+        tied = config.get("tie_word_embeddings")
+        if tied is not None and not isinstance(tied, bool):
+            raise ModelFileError(f"{folder}'s {where} gives tie_word_embeddings as {_shown(tied)}, not true or false.")
         value = config.get("model_type")
         if value is not None and (not isinstance(value, str) or not MODULE_NAME.fullmatch(value)):
             raise ModelFileError(f"{folder}'s {where} gives model_type as {_shown(value)}, not a name.")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}" if n == 1 else f"{n:,} {what}s"
 
 
 def _layer_index(value: object) -> bool:

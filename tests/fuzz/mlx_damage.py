@@ -254,9 +254,14 @@ def random_cases(seed: int, count: int) -> list[Case]:
         kind = i % 3
         if kind == 0:
             field, value = rng.choice(FIELDS), rng.choice(ODD)
-            out.append(Case(f"config {field} = {value!r}", "qwen2", set_field(field, value)))
+            # A model_type that is a name is only mlx-lm's to know, as the named "unknown model_type" case.
+            named = field == "model_type" and isinstance(value, str)
+            out.append(Case(f"config {field} = {value!r}", "qwen2", set_field(field, value), loader_only=named))
         elif kind == 1:
-            out.append(Case(f"header bits flipped (seed {seed + i})", "qwen2", flip_header_bits(seed + i)))
+            # A flipped bit may leave the header whole and rename a tensor: only the loader, which knows the
+            # model's parameters, can tell (`pair --no-probe` reads the headers alone).
+            label = f"header bits flipped (seed {seed + i})"
+            out.append(Case(label, "qwen2", flip_header_bits(seed + i), loader_only=True))
         else:
             out.append(Case(f"weights cut (seed {seed + i})", "qwen2", cut_at(seed + i)))
     return out

@@ -65,6 +65,22 @@ def test_construction_numbers_are_bounded_and_typed(tmp_path):
     )
 
 
+def test_a_null_size_a_short_per_layer_list_and_an_untyped_tie_are_refused(tmp_path):
+    folder = mlx_folder(tmp_path / "m", layers=1)
+    assert _refused(_with(folder, vocab_size=None)) == (
+        "m's config.json gives vocab_size as null: no model can be built without it."
+    )
+    assert _refused(_with(folder, vocab_size=300, num_hidden_layers=2, intermediate_size=[4])) == (
+        "m's config.json gives intermediate_size for 1 layer, and the model has 2 layers."
+    )
+    assert _refused(_with(folder, num_hidden_layers=1, intermediate_size=64, tie_word_embeddings=-1)) == (
+        "m's config.json gives tie_word_embeddings as -1, not true or false."
+    )
+    assert check_folder(_with(folder, tie_word_embeddings=True, intermediate_size=[64])).config[
+        "intermediate_size"
+    ] == [64]
+
+
 def test_a_drafters_layers_and_block_are_bounded_and_it_is_refused_as_a_drafter(tmp_path):
     folder = mlx_folder(tmp_path / "d", bits=None, fmt="pt", tokens=None, layers=1, extra=DFLASH)
     check_folder(folder, "a DFlash drafter", IncompatibleDrafter)
