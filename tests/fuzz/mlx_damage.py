@@ -38,6 +38,7 @@ class Case:
     damage: Damage
     whole: bool = False  # the folder is still whole: it must load and answer (exit 0)
     loader_only: bool = False  # damage only mlx-lm finds: `pair --no-probe`, reading headers alone, passes it
+    unsure: bool = False  # a random mutant the headers may show or hide: `pair --no-probe` refuses it or passes it
     as_drafter: bool = True  # False: a drafter with this damage drafts on (the target's tokenizer makes the ids)
 
 
@@ -256,12 +257,12 @@ def random_cases(seed: int, count: int) -> list[Case]:
             field, value = rng.choice(FIELDS), rng.choice(ODD)
             # A model_type that is a name is only mlx-lm's to know, as the named "unknown model_type" case.
             named = field == "model_type" and isinstance(value, str)
-            out.append(Case(f"config {field} = {value!r}", "qwen2", set_field(field, value), loader_only=named))
+            out.append(Case(f"config {field} = {value!r}", "qwen2", set_field(field, value), unsure=named))
         elif kind == 1:
             # A flipped bit may leave the header whole and rename a tensor: only the loader, which knows the
             # model's parameters, can tell (`pair --no-probe` reads the headers alone).
             label = f"header bits flipped (seed {seed + i})"
-            out.append(Case(label, "qwen2", flip_header_bits(seed + i), loader_only=True))
+            out.append(Case(label, "qwen2", flip_header_bits(seed + i), unsure=True))
         else:
             out.append(Case(f"weights cut (seed {seed + i})", "qwen2", cut_at(seed + i)))
     return out
