@@ -30,6 +30,8 @@ from engine.runtime.mlx_check import one_line
 from engine.runtime.protocol import BatchObserver, LaunchedDraft, RuntimeModel
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import mlx.nn as nn
 
     from engine.runtime.mlx.chain import LaunchedChain
@@ -41,6 +43,7 @@ class LoadedModel(RuntimeModel, Protocol):
 
     module: nn.Module
     n_ctx_train: int
+    path: Path | None  # the folder it was loaded from; None for a model built in memory
 
 
 class MlxContext:
