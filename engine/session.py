@@ -228,6 +228,7 @@ class Engine:
             except ProfileRefused as refused:  # measured on a busy box: plain, and said, until a sound one
                 self.profile_notice = str(refused)
                 return FixedDepth(0)
+            assert self.drafter is not None  # can_speculate
             if self.go_plain and self.drafter.kind == kinds.MODEL.name and not speculation_pays(auto.profile):
                 self.run_plain(why_plain(auto.profile))
                 return FixedDepth(0)
@@ -340,6 +341,7 @@ class Engine:
             with self.ctx.stoppable(cancelled), _stoppable(drafter, cancelled):
                 first_row, prefilled = self.ctx.prefill(prompt)
                 if reads_target:  # it was fed the prompt's pass; it says so, or refuses in a sentence
+                    assert drafter is not None  # a reply without it returned above (_unobserved)
                     drafter.prefill(prompt)
                 if drafter is not None and not reads_target:
                     if policy.choose() > 0:
