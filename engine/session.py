@@ -202,7 +202,7 @@ class Engine:
         f16 cache): with no verify batches, exactness is not at stake. MLX has one way to run."""
         fast = replace(self.options, exact=False)
         if fast != self.options and self.runtime.has_modes:
-            target = self.runtime.load(self.target.path, fast)
+            target = self.runtime.load(self._target_path(), fast)
             try:
                 ctx = target.new_context(max_rows=MAX_DEPTH + 1)
             except BaseException:
@@ -384,7 +384,7 @@ class Engine:
         """This pair in the acceptance ledger: baselines, the drift warning, history; None with no drafter."""
         if self.drafter is None:
             return None
-        return for_pair(self.target.path, recording.drafter_file(self.drafter), self.drafter.kind)
+        return for_pair(self._target_path(), recording.drafter_file(self.drafter), self.drafter.kind)
 
     def ledger_setup(self, stats: RunStats, temperature: float) -> Setup:
         """What the acceptance ledger keys a reply of this pair by (engine.ledger)."""
@@ -393,9 +393,15 @@ class Engine:
         runtime = self.target.options.runtime_version()
         return recording.setup_for(self._pair_identity(), self.drafter.kind, runtime, stats, temperature)
 
+    def _target_path(self) -> Path:
+        """The target's file or folder, which a reload and the ledger name it by."""
+        if self.target.path is None:
+            raise DraftlightError(f"{self.target.name} was built in memory: it has no file to reload or to name.")
+        return self.target.path
+
     def _pair_identity(self) -> tuple[FileIdentity, FileIdentity]:
         if self._identity is None:
-            self._identity = recording.pair_identity(self.target.path, self.drafter)
+            self._identity = recording.pair_identity(self._target_path(), self.drafter)
         return self._identity
 
     def _unobserved(self, prompt, policy, config, cancelled, t0: float) -> Iterator[Event]:

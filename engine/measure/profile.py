@@ -23,7 +23,7 @@ from engine.measure.soundness import ProfileRefused, impossible, note_refusal, p
 from engine.measure.timing import Steps, measure, measuring_rows, run_steps
 from engine.models.catalog import cache_dir
 from engine.runtime import Model, RuntimeOptions
-from engine.runtime.protocol import RunOptions
+from engine.runtime.protocol import RunOptions, TextModel
 
 
 def load_profile(target: Path, drafter: Path, options: RunOptions) -> BoxProfile | None:
@@ -157,7 +157,7 @@ def _measure_rows(target: Model, options: RuntimeOptions, progress) -> BoxProfil
     return run_steps(measuring_rows(target, options, progress))
 
 
-def saved_target_profile(target: Model, options: RuntimeOptions) -> BoxProfile | None:
+def saved_target_profile(target: TextModel, options: RunOptions) -> BoxProfile | None:
     """A saved profile with this target's rows on this box, whatever its drafter; None, not a measurement, without one."""
     try:
         return profile_for_target_only(target, options)
@@ -165,7 +165,7 @@ def saved_target_profile(target: Model, options: RuntimeOptions) -> BoxProfile |
         return None
 
 
-def saved_pair_profile(target: Model, drafter: Drafter | None, options: RuntimeOptions) -> BoxProfile | None:
+def saved_pair_profile(target: TextModel, drafter: Drafter | None, options: RunOptions) -> BoxProfile | None:
     """What this pair's rounds cost here, if a profile is saved: a draft model's own profile; for a
     drafter with no model (n-gram), the target's rows with drafting free; None with no drafter."""
     if drafter is None:
