@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from engine.arguments import MAX_CTX, Parser, ctx_arg, float_in, int_in, terminal_safe, threads_arg, utf8_or_refuse
 from engine.depth import AUTO, MAX_DEPTH, describe_depth, parse_depth
@@ -294,7 +295,8 @@ def cmd_pair(args: argparse.Namespace) -> int:
         say,
         runtime=args.runtime,
     )
-    ledger = for_pair(report.target.path, report.drafter and report.drafter.path, report.drafter_kind)
+    drafter_path = Path(report.drafter.path) if report.drafter is not None else None
+    ledger = for_pair(Path(report.target.path), drafter_path, report.drafter_kind)
     if args.json:
         print(json.dumps(dict(report.to_json(), ledger=ledger and ledger.to_json()), ensure_ascii=False, indent=1))
     else:

@@ -201,7 +201,10 @@ def pair_report(
         runtime=chosen.name,
     )
     report = replace(
-        report, suggestion=suggest(target_path, spec, report.drafter and report.drafter.path, report.compatible)
+        report,
+        suggestion=suggest(
+            target_path, spec, report.drafter.path if report.drafter is not None else None, report.compatible
+        ),
     )
     if probe_seconds > 0:
         report = probe_pair(report, prompts, probe_seconds, max_tokens, max_prompts, progress, cancelled)
@@ -293,12 +296,20 @@ def predict_speed(
 
 
 def _predict_from(profile: BoxProfile, probe: Probe | None) -> Prediction:
-    measured = probe is not None and probe.rounds
-    acceptance = conditional_acceptance(probe.rounds, profile.max_depth) if measured else list(profile.acceptance_prior)
+    measured = probe if probe is not None and probe.rounds else None
+    acceptance = (
+        conditional_acceptance(measured.rounds, profile.max_depth)
+        if measured is not None
+        else list(profile.acceptance_prior)
+    )
     if not acceptance:
         return Prediction("The box profile has no acceptance to predict from: run the probe.")
     best, rates = best_depth(profile, acceptance)
-    basis = f"the probe's acceptance ({probe.acceptance:.0%})" if measured else "the profile's calibration acceptance"
+    basis = (
+        f"the probe's acceptance ({measured.acceptance:.0%})"
+        if measured is not None
+        else "the profile's calibration acceptance"
+    )
     plain = rates[0]
     if best > 0:
         return Prediction(

@@ -57,6 +57,8 @@ def load_drafter(
     if spec is None:
         return None, None
     if str(spec) == AUTO_SPEC:
+        if target.path is None:
+            raise IncompatibleDrafter(f"{target.name} was not loaded from a file: 'auto' has no folder to look in.")
         found = discover(target.path)
         if found.spec is None:
             return None, Verdict(False, (), found.said)
@@ -99,10 +101,10 @@ def made_for(target: TextModel, drafter: TextModel, kind: kinds.DrafterKind) -> 
     doctor's rule (engine.models.pairing.made_for_rule), so the two say the same."""
     from engine.models.pairing import made_for_rule
 
-    infos = getattr(target, "info", None), getattr(drafter, "info", None)
-    if not all(isinstance(info, GGUFInfo) for info in infos):
+    target_info, drafter_info = getattr(target, "info", None), getattr(drafter, "info", None)
+    if not (isinstance(target_info, GGUFInfo) and isinstance(drafter_info, GGUFInfo)):
         return ""
-    rule = made_for_rule(*infos, kind.name)
+    rule = made_for_rule(target_info, drafter_info, kind.name)
     return f"{rule.sentence} Its drafts may be kept less often." if rule is not None and not rule.holds else ""
 
 

@@ -202,7 +202,7 @@ class Engine:
         f16 cache): with no verify batches, exactness is not at stake. MLX has one way to run."""
         fast = replace(self.options, exact=False)
         if fast != self.options and self.runtime.has_modes:
-            target = self.runtime.load(self.target.path, fast)
+            target = self.runtime.load(self._target_path(), fast)
             try:
                 ctx = target.new_context(max_rows=MAX_DEPTH + 1)
             except BaseException:
@@ -228,6 +228,7 @@ class Engine:
             except ProfileRefused as refused:  # measured on a busy box: plain, and said, until a sound one
                 self.profile_notice = str(refused)
                 return FixedDepth(0)
+            assert self.drafter is not None  # can_speculate
             if self.go_plain and self.drafter.kind == kinds.MODEL.name and not speculation_pays(auto.profile):
                 self.run_plain(why_plain(auto.profile))
                 return FixedDepth(0)
@@ -340,6 +341,7 @@ class Engine:
             with self.ctx.stoppable(cancelled), _stoppable(drafter, cancelled):
                 first_row, prefilled = self.ctx.prefill(prompt)
                 if reads_target:  # it was fed the prompt's pass; it says so, or refuses in a sentence
+                    assert drafter is not None  # a reply without it returned above (_unobserved)
                     drafter.prefill(prompt)
                 if drafter is not None and not reads_target:
                     if policy.choose() > 0:
@@ -382,7 +384,7 @@ class Engine:
         """This pair in the acceptance ledger: baselines, the drift warning, history; None with no drafter."""
         if self.drafter is None:
             return None
-        return for_pair(self.target.path, recording.drafter_file(self.drafter), self.drafter.kind)
+        return for_pair(self._target_path(), recording.drafter_file(self.drafter), self.drafter.kind)
 
     def ledger_setup(self, stats: RunStats, temperature: float) -> Setup:
         """What the acceptance ledger keys a reply of this pair by (engine.ledger)."""
@@ -391,9 +393,15 @@ class Engine:
         runtime = self.target.options.runtime_version()
         return recording.setup_for(self._pair_identity(), self.drafter.kind, runtime, stats, temperature)
 
+    def _target_path(self) -> Path:
+        """The target's file or folder, which a reload and the ledger name it by."""
+        if self.target.path is None:
+            raise DraftlightError(f"{self.target.name} was built in memory: it has no file to reload or to name.")
+        return self.target.path
+
     def _pair_identity(self) -> tuple[FileIdentity, FileIdentity]:
         if self._identity is None:
-            self._identity = recording.pair_identity(self.target.path, self.drafter)
+            self._identity = recording.pair_identity(self._target_path(), self.drafter)
         return self._identity
 
     def _unobserved(self, prompt, policy, config, cancelled, t0: float) -> Iterator[Event]:

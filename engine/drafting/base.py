@@ -70,7 +70,9 @@ class Draft:
         out: list[float | None] = [None] * len(tokens)
         if not self.sampler.greedy or any(i in self._dists for i, _ in wanted):
             for i, t in wanted:
-                out[i] = float(self.distribution(i)[t])
+                dist = self.distribution(i)
+                assert dist is not None  # rows and sampler are set: checked above
+                out[i] = float(dist[t])
             return out
         for i, t in wanted:
             if self.argmax_tokens and t == self.tokens[i]:  # exp(0) over the normaliser
@@ -103,7 +105,9 @@ class Draft:
     def _part(self, i: int) -> tuple[float, float]:
         parts = self.parts.get(i)
         if parts is None:
-            parts = self.parts[i] = softmax_parts(self.rows[i])
+            rows = self.rows
+            assert rows is not None  # every caller returns early on a draft without rows
+            parts = self.parts[i] = softmax_parts(rows[i])
         return parts
 
     def prepare(self) -> None:
@@ -124,7 +128,7 @@ class UnreadDraft(Draft):
         self._launched: DeviceDraft | None = launched
         super().__init__([], None, sampler, argmax_tokens=True)
 
-    @property  # type: ignore[override]
+    @property
     def tokens(self) -> list[int]:
         self.settle()
         return self._tokens
@@ -133,7 +137,7 @@ class UnreadDraft(Draft):
     def tokens(self, value: list[int]) -> None:
         self._tokens = value
 
-    @property  # type: ignore[override]
+    @property
     def rows(self) -> Rows | None:
         self.settle()
         return self._rows

@@ -22,7 +22,14 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
-from engine.runtime.llama.heads import DraftContext, layer_inputs, selector_top_k, set_layer_inputs, target_layers
+from engine.runtime.llama.heads import (
+    DraftContext,
+    Entry,
+    layer_inputs,
+    selector_top_k,
+    set_layer_inputs,
+    target_layers,
+)
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
@@ -118,7 +125,7 @@ class DflashDrafter(OwnPace):
             return Draft()
         pos0 = len(history) - 1
         n = k if self.anchor else k + 1  # slot i answers for position pos0 + i + 1; DFlash skips the last token's
-        block = [(history[-1] if i == 0 else self.mask, pos0 + i, None, not self.top_k) for i in range(n)]
+        block: list[Entry] = [(history[-1] if i == 0 else self.mask, pos0 + i, None, not self.top_k) for i in range(n)]
         logits, states = self.ctx.decode(block)
         if self.top_k:
             lattice = self.ctx.all_hidden_states(n)

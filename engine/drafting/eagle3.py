@@ -18,7 +18,7 @@ from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.dflash import LAYER_INPUT_ARCHITECTURES
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
-from engine.runtime.llama.heads import DraftContext, layer_inputs, set_layer_inputs, target_layers
+from engine.runtime.llama.heads import DraftContext, Entry, layer_inputs, set_layer_inputs, target_layers
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
@@ -60,10 +60,14 @@ class Eagle3Drafter(OwnPace):
     def _read(self, tokens: list[int], start: int, hidden: np.ndarray | None) -> None:
         """Encode a target batch's features; write (token at p+1, g at p) for all but the batch's last position."""
         n = len(tokens)
-        parts = [
-            hidden if layer == self._n_layer else layer_inputs(self.target.ptr, layer, n, self.target_width)
-            for layer in self.layers
-        ]
+        parts: list[np.ndarray] = []
+        for layer in self.layers:
+            if layer == self._n_layer:
+                # hidden states were asked for exactly when a layer is the final one (observe_batches)
+                assert hidden is not None
+                parts.append(hidden)
+            else:
+                parts.append(layer_inputs(self.target.ptr, layer, n, self.target_width))
         features = np.concatenate(parts, axis=1)
         g = np.concatenate(
             [
@@ -71,7 +75,7 @@ class Eagle3Drafter(OwnPace):
                 for i in range(0, n, self.target.capacity)
             ]
         )
-        entries = []
+        entries: list[Entry] = []
         p = self._pending_pos
         if p >= 0 and p + 1 == start and p > self.ctx.last_position():  # a batch that began where the last one ended
             entries.append((tokens[0], p, self._pending_g, False))
@@ -98,7 +102,7 @@ class Eagle3Drafter(OwnPace):
             return Draft()
         seed = self._pending_pos
         self.ctx.rewind(seed)
-        entries = [(history[-1], seed, self._pending_g, True)]
+        entries: list[Entry] = [(history[-1], seed, self._pending_g, True)]
         tokens: list[int] = []
         for i in range(k):
             logits, state = self.ctx.decode(entries)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 from engine.depth import MAX_DEPTH
 from engine.drafting.base import Drafter, OwnPace
@@ -21,14 +21,20 @@ from engine.drafting.model import ModelDrafter
 from engine.drafting.mtp import ASSISTANT_ARCHITECTURES, ASSISTANT_KIND, HEADS_KIND, MtpDrafter
 from engine.drafting.ngram import NgramDrafter
 from engine.errors import IncompatibleDrafter
-from engine.runtime import Context, Model, RuntimeOptions
+from engine.runtime import Context, Model, RuntimeContext, RuntimeModel
 from engine.runtime.gguf import GGUFInfo, read_gguf
+from engine.runtime.protocol import RunOptions
+
+if TYPE_CHECKING:
+    from engine.runtime.mlx.context import MlxContext
 
 # (the target's context, the drafter's own file loaded or None, the options, the deepest draft); on
-# MLX the drafter's own file is its folder, a Path, which the loader reads with mlx-vlm.
-Loader = Callable[[Context, Model | Path | None, RuntimeOptions, int], Drafter]
+# MLX the drafter's own file is its folder, a Path, which the loader reads with mlx-vlm. The target's
+# context is None only for a kind that does not read it (engine.pairloading passes one to every other).
+Loader = Callable[[RuntimeContext | None, RuntimeModel | Path | None, RunOptions, int], Drafter]
 
 Mine = TypeVar("Mine", bound=OwnPace)  # a drafter in a folder of its own
+Built = TypeVar("Built", bound=Drafter)
 
 
 @dataclass(frozen=True)
@@ -51,21 +57,45 @@ class DrafterKind:
         return bool(self.reads)
 
 
-def _model(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _llama_target(target: RuntimeContext | None) -> Context:
+    """The target's llama.cpp context: off MLX, a kind that reads the target is loaded beside it."""
+    assert isinstance(target, Context)
+    return target
+
+
+def _llama_file(model: RuntimeModel | Path | None) -> Model | None:
+    """The drafter's own file off MLX: a llama.cpp model loaded by engine.pairloading, or None."""
+    assert model is None or isinstance(model, Model)
+    return model
+
+
+def _drafter_file(model: RuntimeModel | Path | None) -> Model:
+    """A drafter's own llama.cpp file, which `load` asks for of every kind that reads the target but MTP."""
+    file = _llama_file(model)
+    assert file is not None
+    return file
+
+
+def _model(
+    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
+    assert model is not None and not isinstance(model, Path)  # a draft model is loaded before its kind's loader runs
     return ModelDrafter(model, options, max_depth=depth)
 
 
-def _ngram(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _ngram(
+    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
     return NgramDrafter()
 
 
-def _on_mlx(target: Context) -> bool:
+def _on_mlx(target: RuntimeContext | None) -> TypeGuard[MlxContext]:
     """Whether the target's context is an MlxContext (the MLX runtime, imported only where it runs)."""
     mlx_context = sys.modules.get("engine.runtime.mlx.context")
     return mlx_context is not None and isinstance(target, mlx_context.MlxContext)
 
 
-def _folder(model: Model | Path | None) -> Path:
+def _folder(model: RuntimeModel | Path | None) -> Path:
     """An MLX drafter's folder: the path itself, or where a loaded model came from."""
     path = model if isinstance(model, Path) else getattr(model, "path", None)
     if path is None:
@@ -73,7 +103,7 @@ def _folder(model: Model | Path | None) -> Path:
     return Path(path)
 
 
-def _built(folder: Path, what: str, build: Callable[[], Drafter]) -> Drafter:
+def _built(folder: Path, what: str, build: Callable[[], Built]) -> Built:
     """An MLX drafter made from its folder: whatever mlx-vlm's module raises while it is bound to the target
     (a config field of the wrong kind, a shape its weights cannot take) is one sentence naming the folder."""
     from engine.runtime.mlx_check import loader_errors
@@ -82,7 +112,9 @@ def _built(folder: Path, what: str, build: Callable[[], Drafter]) -> Drafter:
         return build()
 
 
-def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _heads(
+    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads
 
@@ -95,7 +127,8 @@ def _heads(target: Context, model: Model | None, options: RuntimeOptions, depth:
             raise IncompatibleDrafter(f"{target.model.name} was not loaded from a folder: it has no MTP head to read.")
         folder = Path(target.model.path)
         return _built(folder, "an MTP head", lambda: MlxMtpDrafter(target, load_heads(folder), max_depth=depth))
-    return MtpDrafter(target, max_depth=depth, sidecar=model)  # the target's own file where `model` is None
+    # the target's own file where `model` is None
+    return MtpDrafter(_llama_target(target), max_depth=depth, sidecar=_llama_file(model))
 
 
 def _from(folder: Path, drafter: Mine) -> Mine:
@@ -104,34 +137,40 @@ def _from(folder: Path, drafter: Mine) -> Mine:
     return drafter
 
 
-def _assistant(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _assistant(
+    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant
 
         folder = _folder(model)
         return _from(folder, _built(folder, "a Gemma 4 assistant", lambda: MlxAssistantDrafter(
             target, load_assistant(folder), max_depth=depth, source=folder.name)))  # fmt: skip
-    return MtpDrafter(target, max_depth=depth, sidecar=model)
+    return MtpDrafter(_llama_target(target), max_depth=depth, sidecar=_llama_file(model))
 
 
-def _dflash(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _dflash(
+    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash
 
         folder = _folder(model)
         return _from(folder, _built(folder, "a DFlash drafter", lambda: MlxDflashDrafter(
             target, load_dflash(folder), max_depth=depth, source=folder.name)))  # fmt: skip
-    return DflashDrafter(model, target, max_depth=depth)
+    return DflashDrafter(_drafter_file(model), _llama_target(target), max_depth=depth)
 
 
-def _eagle3(target: Context, model: Model | Path | None, options: RuntimeOptions, depth: int) -> Drafter:
+def _eagle3(
+    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3
 
         folder = _folder(model)
         return _from(folder, _built(folder, "an EAGLE-3 drafter", lambda: MlxEagle3Drafter(
             target, load_eagle3(folder), max_depth=depth, source=folder.name)))  # fmt: skip
-    return Eagle3Drafter(model, target, max_depth=depth)
+    return Eagle3Drafter(_drafter_file(model), _llama_target(target), max_depth=depth)
 
 
 NONE = DrafterKind(
@@ -247,7 +286,11 @@ def kind_of_spec(target_path: str | Path, spec: str | Path) -> DrafterKind:
 
 
 def load(
-    kind: DrafterKind, target: Context, model: Model | Path | None, options: RuntimeOptions, max_depth: int = MAX_DEPTH
+    kind: DrafterKind,
+    target: RuntimeContext | None,
+    model: RuntimeModel | Path | None,
+    options: RunOptions,
+    max_depth: int = MAX_DEPTH,
 ) -> Drafter | None:
     """The drafter of `kind` on the target's context (and `model`, its own file, where it has one)."""
     if kind.load is None:

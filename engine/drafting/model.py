@@ -103,9 +103,10 @@ class ModelDrafter:
         known: dict[int, tuple[float, float]] = {}  # each row's softmax_parts, where the device took them
         for i in range(k):
             late = late_copy is not None and i + 1 == k
-            from_held = held is not None and i == 0
-            if from_held:  # the guess's row, copied to rows[0] (or kept) during the last verify
-                top, part, source, late = held.top, held.parts, rows[0], False
+            held_row = held if i == 0 else None
+            from_held = held_row is not None
+            if held_row is not None:  # the guess's row, copied to rows[0] (or kept) during the last verify
+                top, part, source, late = held_row.top, held_row.parts, rows[0], False
             else:
                 tops = ctx.device_choices(banned)
                 top = None if tops is None else tops[-1]  # where the device chose it
@@ -121,7 +122,7 @@ class ModelDrafter:
             tokens.append(token)
             if part is not None:
                 known[i] = part
-            if late:
+            if late and late_copy is not None:  # late is only ever set with late_copy
                 late_copy.add(functools.partial(np.copyto, rows[i], logits[-1]), reads=ctx)
             if i + 1 == k and ahead is not None:  # launched right after the verify's launch
                 ahead.add(functools.partial(ctx.feed, [token], ahead))
@@ -170,6 +171,7 @@ class ModelDrafter:
                 else logits[-1]
             )
             token = choose_draft(row, row, sampler, 0.0, banned, copy=False)
+            assert token is not None  # at p_min 0 a token is always chosen
         nxt = self._turn ^ 1  # the set of rows the next round drafts into
         ctx.feed([token], side)
         self._guess = (ctx.n_past - 1, token)

@@ -25,7 +25,8 @@ from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime import Context, Model
-from engine.runtime.llama.heads import mtp_head
+from engine.runtime.llama.heads import Entry, mtp_head
+from engine.runtime.llama.options import LoadedModel
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
@@ -36,7 +37,7 @@ HEADS_KIND, ASSISTANT_KIND = (
 )  # its kinds' names (engine.drafting.kinds)  # heads that read the target's cache, not their own
 
 
-def _reads_the_cache_of(assistant: Model, target: Model) -> None:
+def _reads_the_cache_of(assistant: LoadedModel, target: LoadedModel) -> None:
     """An assistant attends to the target's keys and values: their shapes must be its own; else a sentence."""
     said = {
         "attention.head_count_kv": "reads a cache of {} key/value heads, and {}'s has {}",
@@ -76,7 +77,7 @@ class MtpDrafter(OwnPace):
         self.sidecar = sidecar
         self.ctx = self.head  # for the round's accounting of time inside llama.cpp
         if self.shared:
-            self.name = f"{sidecar.name} ({sidecar.path.name})"
+            self.name = f"{model.name} ({model.path.name})"  # model is the sidecar: the assistant
         else:
             heads = f"{self.n_heads} chained MTP heads" if self.chained else "MTP head"
             self.name = f"{target.model.name} {heads}" + (f" ({sidecar.path.name})" if sidecar else "")
@@ -87,10 +88,13 @@ class MtpDrafter(OwnPace):
         self._rows = np.empty((max_depth, target.model.n_vocab), dtype=np.float32)
         self._stop = target.observe_batches(self._catch_up)
 
-    def _catch_up(self, tokens: list[int], start: int, hidden: np.ndarray) -> None:
+    def _catch_up(self, tokens: list[int], start: int, hidden: np.ndarray | None) -> None:
         """A batch the target decoded: put (token, the hidden state before it) into each head's cache."""
+        assert hidden is not None  # observe_batches was asked for hidden states (its default)
         if not self.shared:  # an assistant reads the target's cache itself
-            entries = [(t, start + i, self._pending if i == 0 else hidden[i - 1], False) for i, t in enumerate(tokens)]
+            entries: list[Entry] = [
+                (t, start + i, self._pending if i == 0 else hidden[i - 1], False) for i, t in enumerate(tokens)
+            ]
             for head in range(self.n_heads if self.chained else 1):
                 self.head.rewind(start)
                 with self.head.nextn_layer(head if self.chained else 0):
@@ -122,7 +126,7 @@ class MtpDrafter(OwnPace):
             if self.chained:  # head i over the whole prefix; only its last row is asked for
                 self.head.rewind(pos0)
                 prefix = [history[-1], *tokens]
-                entries = [(t, pos0 + j, states[j], j == i) for j, t in enumerate(prefix)]
+                entries: list[Entry] = [(t, pos0 + j, states[j], j == i) for j, t in enumerate(prefix)]
             else:  # the assistant reads the target's cache: every step is a query at pos0
                 entries = [([history[-1], *tokens][-1], pos0 if self.shared else pos0 + i, states[-1], True)]
             with self.head.nextn_layer(i if self.chained else 0):

@@ -20,7 +20,7 @@ from engine.measure.profile import (
 )
 from engine.measure.soundness import rounds_disagree
 from engine.measure.timing import measuring
-from engine.runtime import Model, RuntimeOptions
+from engine.runtime.protocol import RunOptions, TextModel
 
 
 class AutoDepth:
@@ -152,7 +152,7 @@ class AutoDepth:
         return explain(self.profile, self.depth, self.acceptance(), self.drafter_step_s)
 
 
-def auto_depth_for(target: Model, drafter: Drafter, options: RuntimeOptions, progress=None) -> AutoDepth:
+def auto_depth_for(target: TextModel, drafter: Drafter, options: RunOptions, progress=None) -> AutoDepth:
     """Auto for a pair: a draft model's saved (or freshly measured) profile; a drafter with
     no model of its own (n-grams, an MTP head, DFlash, EAGLE-3) starts free on the target's
     measured rows, and its costs are learnt from the conversation's rounds."""
@@ -174,7 +174,7 @@ class MeasurePlan:
 
 
 def measuring_for(
-    target: Model, drafter: Drafter, options: RuntimeOptions, plan: MeasurePlan, again: bool = False, progress=None
+    target: TextModel, drafter: Drafter, options: RunOptions, plan: MeasurePlan, again: bool = False, progress=None
 ) -> Steps:
     """Auto's box measurement for a pair, as steps to run between replies; saved if sound. A draft
     model is timed and calibrated; a drafter with no model of its own needs the target's rows only.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from engine.measure.costmodel import PROFILE_VERSION
 from engine.models.catalog import cache_dir
-from engine.runtime import RuntimeOptions
+from engine.runtime.protocol import RunOptions
 
 
 def machine_id() -> str:
@@ -35,7 +35,7 @@ def file_id(path: Path) -> str:
     return f"{path.name}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def profile_key(target: Path, drafter: Path, options: RuntimeOptions) -> str:
+def profile_key(target: Path, drafter: Path, options: RunOptions) -> str:
     parts = [
         machine_id(),
         file_id(Path(target)),

@@ -23,9 +23,10 @@ from engine.measure.soundness import ProfileRefused, impossible, note_refusal, p
 from engine.measure.timing import Steps, measure, measuring_rows, run_steps
 from engine.models.catalog import cache_dir
 from engine.runtime import Model, RuntimeOptions
+from engine.runtime.protocol import RunOptions, TextModel
 
 
-def load_profile(target: Path, drafter: Path, options: RuntimeOptions) -> BoxProfile | None:
+def load_profile(target: Path, drafter: Path, options: RunOptions) -> BoxProfile | None:
     return _read_profile(profile_path(profile_key(target, drafter, options)))
 
 
@@ -131,7 +132,7 @@ def profile_for_target_only(target: Model, options: RuntimeOptions, progress=Non
     return measured_soundly(lambda: _measure_rows(target, options, progress), progress, key)
 
 
-def saved_rows(target: Path, options: RuntimeOptions) -> BoxProfile | None:
+def saved_rows(target: Path, options: RunOptions) -> BoxProfile | None:
     """A saved profile with rows of the target at `target` on this box and runtime, whatever its drafter."""
     profiles = sorted((cache_dir() / "profiles").glob("*.json")) if (cache_dir() / "profiles").is_dir() else []
     for path in profiles:
@@ -156,7 +157,7 @@ def _measure_rows(target: Model, options: RuntimeOptions, progress) -> BoxProfil
     return run_steps(measuring_rows(target, options, progress))
 
 
-def saved_target_profile(target: Model, options: RuntimeOptions) -> BoxProfile | None:
+def saved_target_profile(target: TextModel, options: RunOptions) -> BoxProfile | None:
     """A saved profile with this target's rows on this box, whatever its drafter; None, not a measurement, without one."""
     try:
         return profile_for_target_only(target, options)
@@ -164,7 +165,7 @@ def saved_target_profile(target: Model, options: RuntimeOptions) -> BoxProfile |
         return None
 
 
-def saved_pair_profile(target: Model, drafter: Drafter | None, options: RuntimeOptions) -> BoxProfile | None:
+def saved_pair_profile(target: TextModel, drafter: Drafter | None, options: RunOptions) -> BoxProfile | None:
     """What this pair's rounds cost here, if a profile is saved: a draft model's own profile; for a
     drafter with no model (n-gram), the target's rows with drafting free; None with no drafter."""
     if drafter is None:

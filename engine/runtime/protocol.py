@@ -209,6 +209,7 @@ class RuntimeContext(Protocol):
     decode_s: float  # time inside the backend's decodes so far (the round's accounting)
     has_state: bool  # a recurrent state beside (or instead of) a KV cache
     rollback_depth: int  # how far back the latest batch can be undone
+    fed_at: float  # when the latest fed batch was launched (time.perf_counter), for its cost beside a verify
 
     @property
     def model(self) -> RuntimeModel: ...

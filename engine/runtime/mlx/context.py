@@ -30,6 +30,8 @@ from engine.runtime.mlx_check import one_line
 from engine.runtime.protocol import BatchObserver, LaunchedDraft, RuntimeModel
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import mlx.nn as nn
 
     from engine.runtime.mlx.chain import LaunchedChain
@@ -41,6 +43,7 @@ class LoadedModel(RuntimeModel, Protocol):
 
     module: nn.Module
     n_ctx_train: int
+    path: Path | None  # the folder it was loaded from; None for a model built in memory
 
 
 class MlxContext:
@@ -64,6 +67,7 @@ class MlxContext:
         self.snapshots = StateSnapshots(model.module, self._cache, max_rows)
         self.rewinds_replayed = 0  # rewinds past the latest snapshot, done by decoding the kept tokens again
         self._fed: np.ndarray | None = None  # a fed batch's row, until collected
+        self.fed_at = 0.0  # and when it was launched
         self.launched: LaunchedChain | None = None  # a draft chain launched on this context and not yet read
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
@@ -220,6 +224,7 @@ class MlxContext:
 
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode at once and keep the row for `collect`: nothing on MLX computes on behind the host yet."""
+        self.fed_at = time.perf_counter()
         row = self.decode(tokens, all_logits=False, side=side)
         self._fed = row
 
