@@ -66,7 +66,7 @@ def speculative_round(
     draft = NO_DRAFT
     if drafter is not None and depth > 0 and prefill_row is None:
         draft = drafter.draft(history, depth, sampler, config.p_min, banned, side)
-        if deferred and draft.tokens:
+        if deferred and side is not None and draft.tokens:  # deferred says side is there
             side.add(draft.prepare)  # its probabilities, in the verify's wait
     t1 = time.perf_counter()
 
@@ -80,7 +80,9 @@ def speculative_round(
         deferred = False  # the device took each row's softmax: every probability is a lookup
     keep_dists = bool(config.top_candidates)
     verdict = walk(draft, rows, sampler, keep_dists, config.probabilities and not deferred, tops, parts)
-    pending = _later_probabilities(side, target, drafter, draft, verdict, rows) if deferred else None
+    pending = (
+        _later_probabilities(side, target, drafter, draft, verdict, rows) if deferred and side is not None else None
+    )
     t3 = time.perf_counter()
 
     # Rewind: both caches keep history and the accepted drafts; the target's own token is the
@@ -97,7 +99,8 @@ def speculative_round(
     emitted = provenance(draft, verdict, config.top_candidates, want_probs)
     confidence = draft.confidences() if want_probs else ()
     llama_s = _backend_s(target, drafter) - llama_before
-    syncs = None if syncs_before is None else target.host_syncs - syncs_before
+    syncs_after = target.host_syncs
+    syncs = None if syncs_before is None or syncs_after is None else syncs_after - syncs_before
     return Round(
         draft,
         verdict,
@@ -360,9 +363,8 @@ def _handed(events: list[Event]) -> Generator[Event, None, float]:
 
 
 def _top(dists: list[np.ndarray | None], pos: int, n: int) -> Candidates:
-    if not n or pos >= len(dists) or dists[pos] is None:
-        return ()
-    return tuple(top_candidates(dists[pos], n))
+    dist = dists[pos] if n and pos < len(dists) else None
+    return () if dist is None else tuple(top_candidates(dist, n))
 
 
 def _top_draft(draft: Draft, pos: int, n: int) -> Candidates:

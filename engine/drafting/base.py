@@ -7,7 +7,7 @@ batch, handed over in `VerifyBatch` after the walk.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +62,7 @@ class Draft:
             self._dists[i] = dist
         return dist
 
-    def probs(self, tokens: list[int | None]) -> list[float | None]:
+    def probs(self, tokens: Sequence[int | None]) -> list[float | None]:
         """The drafter's probability of tokens[i] at position i (None where none is asked), all at once."""
         if self.rows is None or self.sampler is None:
             return [None] * len(tokens)

@@ -149,12 +149,12 @@ def history(replies: list[LedgerReply]) -> list[HistoryRow]:
     """A row per day and setup (by fingerprints, runtime and sampling), oldest first."""
     rows: list[HistoryRow] = []
     last: Setup | None = None
-    key = None
+    key: tuple[str, tuple[object, ...]] | None = None
     for r in replies:
         day = time.strftime("%Y-%m-%d", time.localtime(r.at))
         fingerprint = tuple(getattr(r.setup, f) for f, _ in CHANGES)
         if (day, fingerprint) != key:
-            changed = _changes(last, r.setup) if last is not None and fingerprint != key[1] else ()
+            changed = _changes(last, r.setup) if last is not None and key is not None and fingerprint != key[1] else ()
             rows.append(HistoryRow(day, 0, {}, changed))
             key = (day, fingerprint)
         row = rows[-1]

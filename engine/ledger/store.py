@@ -263,6 +263,7 @@ class Ledger:
             f"VALUES ({', '.join('?' * (len(KEY_FIELDS) + 3))})",
             [*values, setup.target_modified, setup.drafter_modified, at],
         )
+        assert cur.lastrowid is not None  # sqlite3 sets it after an INSERT
         return int(cur.lastrowid)
 
     def _prune(self) -> None:

@@ -276,6 +276,7 @@ def check_folders(target_path: str | Path, drafter_path: str | Path) -> Verdict:
         refused = refusal(path)
         if refused:
             return Verdict(False, (refused.rstrip("."),))
+    assert target is not None and drafter is not None  # the loop returned for either that is None
     made_for = made_for_rule(target, drafter)
     return verdict_of((*vocabulary_rules(target, drafter), *((made_for,) if made_for else ())))
 

@@ -347,7 +347,7 @@ def _check_layers(folder: str, config: dict, tensors: list[Tensor]) -> None:
     # An MTP head's own layers (mtp.layers.N) are no layers of the model's trunk: its count is mtp_num_hidden_layers.
     trunk = [t for t in tensors if not t.name.startswith(("mtp.", "model.mtp.", "language_model.mtp."))]
     indices = [int(m.group(1)) for t in trunk if (m := LAYER_NAME.search(t.name))]
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text = found if isinstance(found := config.get("text_config"), dict) else {}
     claimed = [v for v in (config.get("num_hidden_layers"), text.get("num_hidden_layers")) if isinstance(v, int)]
     if indices and claimed and max(claimed) > max(indices) + 1:
         raise ModelFileError(

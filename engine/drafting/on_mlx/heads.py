@@ -35,7 +35,8 @@ class TargetStates:
 
     def __init__(self, who: str) -> None:
         self.who = who
-        self.first, self.rows = 0, None  # rows[i] is position first + i's
+        self.first = 0
+        self.rows: np.ndarray | None = None  # rows[i] is position first + i's
 
     def add(self, start: int, rows: np.ndarray) -> None:
         """A batch's rows from position `start` on, replacing any held from there on."""
@@ -65,6 +66,11 @@ class ChainedHead(OwnPace):
     needs_hidden_states = True
     keeps_own_entries = True  # MTP's: the drafts' own entries stay where the target kept the token
     reads_last_layer = True  # the target's last layer, normed (MTP); EAGLE-3 reads tapped layers
+    # What reset() starts afresh:
+    _cache: list[Any]
+    _fed: list[int]  # the token each entry embeds, entry by entry
+    _out: mx.array | None  # the output at the last entry, where a draft can start
+    _states: TargetStates
 
     def __init__(self, target: MlxContext, max_depth: int, name: str, source: str = "") -> None:
         self.target, self.max_depth, self.name = target, max_depth, name
@@ -164,9 +170,9 @@ class ChainedHead(OwnPace):
             self._out = None
 
     def reset(self) -> None:
-        self._cache: list[Any] = self.make_cache()
-        self._fed: list[int] = []  # the token each entry embeds, entry by entry
-        self._out: mx.array | None = None  # the output at the last entry, where a draft can start
+        self._cache = self.make_cache()
+        self._fed = []
+        self._out = None
         self._states = TargetStates(self.name)
 
     def close(self) -> None:

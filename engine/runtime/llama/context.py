@@ -189,7 +189,9 @@ class Context:
 
     def keep_banned(self, banned: tuple[int, ...]) -> None:
         """The logits of `banned` (at most MAX_BANNED) come back with each kept row, from the next decode on."""
-        self._greedy.keeper.ban(banned)
+        keeper = self._greedy.keeper if self._greedy is not None else None
+        assert keeper is not None  # asked only where keeps_rows says the rows stay on the device
+        keeper.ban(banned)
 
     def kept_row(self, position: int, out: np.ndarray) -> np.ndarray:
         """The row of the latest decode at `position`, copied into `out`, from a decode already read;
@@ -205,8 +207,10 @@ class Context:
         """The latest decode's greedy token per output row, where the device took them: None for
         the whole decode where it did not, and for a row where it chose a banned token (the caller
         scans that row with the ban)."""
-        if self.argmax is None or not banned or all(t not in banned for t in self.argmax):
-            return self.argmax
+        if self.argmax is None:
+            return None
+        if not banned or all(t not in banned for t in self.argmax):
+            return list[int | None](self.argmax)  # a list of its own: invariance keeps list[int] out
         return [None if t in banned else t for t in self.argmax]
 
     def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
@@ -216,6 +220,7 @@ class Context:
         where the device gave neither, and for a row where its token is banned."""
         if self.argmax is None or self.normalisers is None:
             return None
+        assert self._greedy is not None  # the argmax came from it (decode)
         return self._greedy.parts(rows, self.argmax, self.normalisers, banned)
 
     @property
@@ -354,6 +359,7 @@ class Context:
                 exposed = time.perf_counter() - g0 - side_llama
         w0 = time.perf_counter()
         if self.device_argmax:
+            assert self._greedy is not None  # device_argmax says it is attached
             logits, self.argmax, self.normalisers = self._greedy.rows(self.ptr, rows, m)
         else:
             logits = self._logits_view()[:rows]
@@ -446,8 +452,9 @@ class Context:
             llama.llama_batch_free(self._batch)
             llama.llama_free(self.ptr)
             self.ptr = None
-        if getattr(self, "_greedy", None) is not None:
-            self._greedy.close()  # after the context that used it
+        greedy = getattr(self, "_greedy", None)  # None too where __init__ failed before it
+        if greedy is not None:
+            greedy.close()  # after the context that used it
 
     def __del__(self) -> None:
         self.close()

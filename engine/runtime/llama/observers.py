@@ -6,19 +6,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 import llama_cpp.llama_cpp as llama
 import llama_cpp.llama_cpp_ext as llama_ext
 import numpy as np
 
+from engine.runtime.llama.options import LoadedModel
 from engine.runtime.protocol import BatchObserver
+
+
+class ObservedContext(Protocol):
+    """What the observers read of their Context (which imports this module): the pointers."""
+
+    ptr: object  # its llama.cpp context, None once closed
+
+    @property
+    def model(self) -> LoadedModel: ...
 
 
 class BatchObservers:
     """One context's observers (Context.observe_batches), and whether its decodes compute hidden states."""
 
-    def __init__(self, ctx: object) -> None:
-        self._ctx = ctx  # the Context: its llama.cpp pointer, None once closed, and its model
+    def __init__(self, ctx: ObservedContext) -> None:
+        self._ctx = ctx  # its llama.cpp pointer (None once closed) and its model
         self.entries: list[tuple[BatchObserver, bool]] = []  # and whether each wants hidden states
         self._paused = 0  # paused() nesting: while above 0, no observer is told anything
         self._hidden_width = 0

@@ -12,7 +12,7 @@ logits with the same ban.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 import numpy as np
@@ -57,7 +57,7 @@ class LaunchedChain:
         if self._read is None:
             if not waited:
                 audit.wait(self.ids, self.rows)
-            drafted = [int(t) for t in self.ids.tolist()]
+            drafted = [int(t) for t in cast(list[int], self.ids.tolist())]
             self._read = drafted, np.asarray(self.rows)
             self._ctx.tokens.extend(self._fed + drafted[:-1])
             self._ctx.launched = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import mlx.core as mx
 import numpy as np
@@ -169,7 +169,7 @@ class MlxContext:
         if self.acceleration.argmax_on_device:
             top = mx.argmax(out, axis=-1)
             audit.wait(out, top, *also)
-            self.argmax = top.tolist()  # evaluated with the rows: no second sync
+            self.argmax = cast(list[int], top.tolist())  # evaluated with the rows: no second sync
         else:
             audit.wait(out, *also)
         return np.asarray(out)  # a host array on a CPU and on unified memory: no copy
@@ -363,8 +363,10 @@ class MlxContext:
     def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
         """The latest decode's greedy token per row, where the device took them: None for a row whose
         token is banned (the caller scans that row with the ban), as llama.cpp's context answers."""
-        if self.argmax is None or not banned or all(t not in banned for t in self.argmax):
-            return self.argmax
+        if self.argmax is None:
+            return None
+        if not banned or all(t not in banned for t in self.argmax):
+            return list[int | None](self.argmax)  # a list of its own: invariance keeps list[int] out
         return [None if t in banned else t for t in self.argmax]
 
     def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:

@@ -47,7 +47,7 @@ class _NotedConv1d(nn.Conv1d):
         return super().__call__(x)
 
 
-def _mixer_types() -> tuple[type, ...]:
+def _mixer_types() -> tuple[type[nn.Module], ...]:
     from mlx_lm.models import qwen3_5, qwen3_next
 
     return (qwen3_5.GatedDeltaNet, qwen3_next.Qwen3NextGatedDeltaNet)
@@ -61,7 +61,7 @@ def gated_delta_mixers(module: nn.Module, cache: list[Any]) -> list[nn.Module] |
     layers = getattr(module, "layers", None)
     if mx.default_device() != mx.cpu or layers is None or len(layers) != len(cache):
         return None
-    mixers = []
+    mixers: list[nn.Module] = []
     for layer, c in zip(layers, cache, strict=True):
         if isinstance(c, ArraysCache):
             mixer = getattr(layer, "linear_attn", None)

@@ -89,9 +89,9 @@ def llama_special_tokens(metadata: dict[str, Any]) -> tuple[list[int], list[int]
     eom = own("eom")
     eom = eom if eom is not None else ids.get("<|eom_id|>")
     fim = {}
-    for part, texts in FIM_TEXTS.items():
+    for part, fim_texts in FIM_TEXTS.items():
         found = own(f"fim_{part}")
-        fim[part] = found if found is not None else _first(ids, texts)
+        fim[part] = found if found is not None else _first(ids, fim_texts)
     by_text = [t for t in (eot, eom, *fim.values()) if t is not None]
     eog = {t for t in (fim["pad"], fim["rep"], fim["sep"]) if t is not None}
     named = [ids[t] for t in EOG_TEXTS if t in ids]
