@@ -155,7 +155,9 @@ def test_auto_with_the_head_measures_the_targets_rows_once_and_writes_the_plain_
         mtp_engine.stream(ids, GenerationConfig(max_tokens=16, depth=AUTO, ignore_eog=True), progress=said.append)
     )
     assert auto[-1].depth == AUTO and auto[-1].token_ids == plain.token_ids
-    assert said == [f"timing target passes of 1 to {MAX_DEPTH + 1} rows"]
+    timing = f"timing target passes of 1 to {MAX_DEPTH + 1} rows"
+    # Rows only, no drafter steps: once, or twice where a busy box spread the first timings too wide.
+    assert said in ([timing], [timing, *[s for s in said if s.startswith("measuring again: ")], timing])
     profile = mtp_engine.auto.profile
     assert profile.drafter == "(none)" and len(profile.target_rows_s) == MAX_DEPTH + 1
     assert (
