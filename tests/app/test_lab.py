@@ -29,6 +29,7 @@ from engine.measure.costmodel import BoxProfile, best_depth, conditional_accepta
 from engine.measure.profile import profile_key, save_profile
 from engine.ruler.prompts import BenchPrompt
 from engine.runtime import RuntimeOptions
+from tests.engine.box_profiles import SHAPE_ONLY
 
 RUN_TIMEOUT_MS = 600_000
 PROMPTS = "Write a haiku about rain.\nList three prime numbers."
@@ -181,7 +182,7 @@ def test_a_lab_run_shows_the_engines_run_stats(qtbot, make_window, tmp_path, mon
     profile = BoxProfile(
         profile_key(target_path, drafter_path, options), "this box", target_path.name, drafter_path.name, "test",
         options.mode, options.threads, [0.030, 0.034, 0.038, 0.042, 0.046, 0.05, 0.054], 0.010, 0.001,
-        [0.8, 0.7, 0.6, 0.5, 0.4, 0.3],
+        [0.8, 0.7, 0.6, 0.5, 0.4, 0.3], spread=SHAPE_ONLY,  # a shape: no reply on a busy box contradicts it
     )  # fmt: skip
     save_profile(profile)
     window = make_window(max_tokens=4)
