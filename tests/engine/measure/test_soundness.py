@@ -4,7 +4,6 @@ wrong; figures physics rules out are never saved nor loaded; a refusal says why 
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import replace
 
@@ -202,32 +201,9 @@ def test_a_profile_wrong_by_10x_is_caught_within_one_real_reply(engine, cache):
     """The default pair, a saved profile whose target passes cost 10x what they do (measured while another
     llama.cpp shared the cores): the first Auto reply's own rounds contradict it, Auto runs plain, the
     profile is marked stale and the engine says so."""
-    from engine import AUTO, GenerationConfig, Message, RoundEvent
-    from tests.engine.box_profiles import HOPELESS, profile
+    from tests.engine.measure.wrong_profile import assert_caught_within_one_reply
 
-    prompt = engine.prompt_ids([Message("user", "Write a Python class for an LRU cache.")])
-    engine.forget()
-    plain = list(engine.stream(prompt, GenerationConfig(max_tokens=24, depth=0, ignore_eog=True)))[-1]
-    pass_s = plain.decode_s / plain.rounds
-    options = engine.target.options
-    wrong = profile(engine.target.path, engine.drafter.model.path, options, HOPELESS[0], HOPELESS[1])
-    wrong.target_rows_s, wrong.spread = [10 * pass_s * r for r in HOPELESS[0]], 0.0
-    save_profile(wrong)
-    engine.swap_drafter(engine.drafter)  # a fresh Auto, on the saved profile
-    try:
-        auto = engine.auto_depth()
-        engine.forget()
-        events = list(engine.stream(prompt, GenerationConfig(max_tokens=24, depth=AUTO, ignore_eog=True)))
-        assert re.fullmatch(r"the box profile measured \d+x slower than this reply: re-measuring; plain until then",
-                            auto.contradicted)  # fmt: skip
-        assert auto.choose() == 0 and all(e.drafted == 0 for e in events if isinstance(e, RoundEvent))
-        assert engine.profile_notice == f"Auto: {auto.contradicted}."
-        assert load_profile(engine.target.path, engine.drafter.model.path, options) is None  # stale
-        assert json.loads(profile_path(wrong.key).read_text())["stale"] is True
-        assert engine.auto is None  # the next Auto reply measures the box again
-    finally:
-        engine.profile_notice = ""
-        engine.swap_drafter(engine.drafter)
+    assert_caught_within_one_reply(engine, "Write a Python class for an LRU cache.")
 
 
 def test_tune_show_prints_the_saved_profile_and_its_basis(cache, target_path, drafter_path):
