@@ -82,7 +82,9 @@ def test_first_run_streams_plain_while_measuring_then_auto_takes_over(
     assert "step" in kinds[:began] and "step" in kinds[ended:]  # before the reply, and on after it
     assert "step" not in kinds[began:ended]  # the measurement waited while the reply ran
     assert not panel.isVisible()
-    (saved,) = (tmp_path / "cache" / "profiles").glob("*.json")
+    saved_files = list((tmp_path / "cache" / "profiles").glob("*.json"))
+    assert len(saved_files) == 1, window.notice.text()  # else the notice says why it was not kept
+    saved = saved_files[0]
     profile = BoxProfile(**json.loads(saved.read_text()))
     assert profile.max_depth == 2 and (profile.target, profile.drafter) == (smollm_path.name, smollm_path.name)
 

@@ -164,6 +164,8 @@ def test_physics():
     assert impossible([0.3, 0.6], 0.01, 0.0, plain_round_s=0.032) == (
         "a 1-row target pass measured 300.0 ms, slower than a whole plain round of a real reply (32.0 ms)"
     )
+    # measured on this box: a tiny model's 1-row pass on its own, 1.24x a reply's plain round
+    assert impossible([0.0103, 0.0153, 0.0192], 0.0084, 0.155, plain_round_s=0.00828) == ""
     assert spread([1.0, 1.0, 1.0, 1.0]) == 0.0 and spread([1.0, 2.0, 3.0]) == 0.5
 
 
