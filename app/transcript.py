@@ -14,6 +14,7 @@ from PySide6.QtGui import (
     QTextCharFormat,
     QTextCursor,
     QTextFrameFormat,
+    QTextOption,
 )
 from PySide6.QtWidgets import QTextEdit, QToolTip
 
@@ -103,6 +104,9 @@ class TranscriptView(QTextEdit):
         super().__init__(parent)
         self.setReadOnly(True)
         self.setUndoRedoEnabled(False)
+        # Lines break between words only: a table column never splits "Complexity" into "Complexit"
+        # and "y"; a table wider than the view scrolls sideways, as in a browser.
+        self.setWordWrapMode(QTextOption.WrapMode.WordWrap)
         self.viewport().setMouseTracking(True)
         self.viewport().installEventFilter(self)
         self.tokens: list[TokenEvent] = []

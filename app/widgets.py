@@ -130,6 +130,9 @@ class ConversationList(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         self.new_button = QPushButton("New conversation")
         self.items = QListWidget()
+        # A long title ends in "…" (the whole of it in the tooltip): no sideways scrolling in a narrow column.
+        self.items.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.items.setTextElideMode(Qt.TextElideMode.ElideRight)
         layout.addWidget(self.new_button)
         layout.addWidget(self.items)
         self.new_button.clicked.connect(self.new_requested)
@@ -141,6 +144,7 @@ class ConversationList(QWidget):
         self.items.clear()
         for c in conversations:
             item = QListWidgetItem(c.title)
+            item.setToolTip(c.title)
             item.setData(Qt.ItemDataRole.UserRole, c.id)
             self.items.addItem(item)
             if c.id == current_id:

@@ -210,3 +210,25 @@ def test_code_comments_read_in_dark_mode():
     backgrounds = [c for c in palette.current(True).backgrounds.values() if c.startswith("#")]
     assert len(backgrounds) == 4
     assert min(contrast(comment.colour, bg) for bg in backgrounds) >= 4.5
+
+
+def test_a_narrow_table_breaks_between_words_never_inside_one(qtbot):
+    source = (
+        "| Algorithm | Best Time Complexity | Average Time Complexity | Worst Time Complexity |\n|---|---|---|---|\n"
+    )
+    source += "| Insertion Sort | O(n) | O(n^2) | O(n^2) |\n"
+    view = streamed(qtbot, events(source))
+    view.resize(440, 600)  # the transcript's width in a 1024-pixel window
+    qtbot.wait(50)
+    lines = []
+    block = view.document().begin()
+    while block.isValid():
+        layout, text = block.layout(), block.text()
+        lines += [text[line.textStart() : line.textStart() + line.textLength()] for line in _lines(layout)]
+        block = block.next()
+    words = {w for line in lines for w in line.split()}
+    assert {"Complexity", "Algorithm", "Insertion"} <= words and not words & {"Complexit", "y"}, lines
+
+
+def _lines(layout):
+    return [layout.lineAt(i) for i in range(layout.lineCount())]

@@ -86,3 +86,22 @@ def test_the_side_panel_and_the_charts_give_their_room_away(qtbot, window_at, tm
     window.menus.panes.side.trigger()
     qtbot.waitUntil(lambda: window.side_splitter.isVisible())
     assert window.side_splitter.widget(0).isVisible() and not charts_area.isVisible()
+
+
+def test_a_long_conversation_title_ends_in_an_ellipsis_with_its_whole_in_the_tooltip(qtbot):
+    from collections import namedtuple
+
+    from PySide6.QtCore import Qt
+
+    from app.widgets import ConversationList
+
+    column = ConversationList()
+    qtbot.addWidget(column)
+    column.resize(127, 300)  # the column's width in a 1024-pixel window
+    column.show()
+    title = "Give a markdown table of the best, average and worst time complexity of bubble sort"
+    column.fill([namedtuple("Conversation", "id title")(7, title)], 7)
+    items = column.items
+    qtbot.wait(50)
+    assert items.horizontalScrollBar().maximum() == 0 and not items.horizontalScrollBar().isVisible()
+    assert items.textElideMode() == Qt.TextElideMode.ElideRight and items.item(0).toolTip() == title
