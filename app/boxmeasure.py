@@ -31,6 +31,7 @@ WELCOME = (
     "usually takes a few minutes on a CPU and less on a GPU; the bar below gives an estimate from its "
     "own steps. Meanwhile replies stream plain, and the measurement pauses while one runs.</p>"
 )
+STOPPED = "Measuring stopped: Auto replies stream plain until Tools → Measure This Machine."
 AGAIN = "<p><b>Measuring this machine again</b> for Auto: replies stream plain until it is done.</p>"
 
 
@@ -81,6 +82,10 @@ class BoxMeasurer(QObject):
         """Measure the loaded pair (`again`: even where a profile is saved); steps follow, queued."""
         if self.steps is not None:
             return
+        if self._cancelled:  # Stop was pressed before this start reached the engine thread
+            self._cancelled, self.holds_auto = False, True
+            self.ended.emit(STOPPED, False)
+            return
         engine = self.engine_of()
         steps = engine.measuring(self.plan, again) if engine is not None else None
         if steps is None:
@@ -89,7 +94,7 @@ class BoxMeasurer(QObject):
                 why = "replies run plain, no drafter loaded" if engine.plain_reason else "no drafter is loaded"
             self.ended.emit(f"Nothing to measure: {why}.", False)
             return
-        self.steps, self.auto, self._cancelled, self._seconds, self.holds_auto = steps, auto, False, 0.0, True
+        self.steps, self.auto, self._seconds, self.holds_auto = steps, auto, 0.0, True
         self._next.emit()
 
     def cancel(self) -> None:
@@ -109,8 +114,8 @@ class BoxMeasurer(QObject):
             return
         if self._cancelled:
             self.steps.close()
-            self.steps = None  # holds_auto stays: Auto replies play plain until a measurement ends
-            self.ended.emit("Measuring stopped: Auto replies stream plain until Tools → Measure This Machine.", False)
+            self.steps, self._cancelled = None, False  # holds_auto stays: Auto plays plain until one ends
+            self.ended.emit(STOPPED, False)
             return
         t0 = time.perf_counter()
         try:
