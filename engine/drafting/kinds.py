@@ -21,9 +21,9 @@ from engine.drafting.model import ModelDrafter
 from engine.drafting.mtp import ASSISTANT_ARCHITECTURES, ASSISTANT_KIND, HEADS_KIND, MtpDrafter
 from engine.drafting.ngram import NgramDrafter
 from engine.errors import IncompatibleDrafter
-from engine.runtime import Context, Model, RuntimeContext, RuntimeModel
+from engine.runtime import Context, Model, RuntimeContext
 from engine.runtime.gguf import GGUFInfo, read_gguf
-from engine.runtime.protocol import RunOptions
+from engine.runtime.protocol import RunOptions, TextModel
 
 if TYPE_CHECKING:
     from engine.runtime.mlx.context import MlxContext
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # (the target's context, the drafter's own file loaded or None, the options, the deepest draft); on
 # MLX the drafter's own file is its folder, a Path, which the loader reads with mlx-vlm. The target's
 # context is None only for a kind that does not read it (engine.pairloading passes one to every other).
-Loader = Callable[[RuntimeContext | None, RuntimeModel | Path | None, RunOptions, int], Drafter]
+Loader = Callable[[RuntimeContext | None, TextModel | Path | None, RunOptions, int], Drafter]
 
 Mine = TypeVar("Mine", bound=OwnPace)  # a drafter in a folder of its own
 Built = TypeVar("Built", bound=Drafter)
@@ -63,29 +63,25 @@ def _llama_target(target: RuntimeContext | None) -> Context:
     return target
 
 
-def _llama_file(model: RuntimeModel | Path | None) -> Model | None:
+def _llama_file(model: TextModel | Path | None) -> Model | None:
     """The drafter's own file off MLX: a llama.cpp model loaded by engine.pairloading, or None."""
     assert model is None or isinstance(model, Model)
     return model
 
 
-def _drafter_file(model: RuntimeModel | Path | None) -> Model:
+def _drafter_file(model: TextModel | Path | None) -> Model:
     """A drafter's own llama.cpp file, which `load` asks for of every kind that reads the target but MTP."""
     file = _llama_file(model)
     assert file is not None
     return file
 
 
-def _model(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
-) -> Drafter:
+def _model(target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int) -> Drafter:
     assert model is not None and not isinstance(model, Path)  # a draft model is loaded before its kind's loader runs
     return ModelDrafter(model, options, max_depth=depth)
 
 
-def _ngram(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
-) -> Drafter:
+def _ngram(target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int) -> Drafter:
     return NgramDrafter()
 
 
@@ -95,7 +91,7 @@ def _on_mlx(target: RuntimeContext | None) -> TypeGuard[MlxContext]:
     return mlx_context is not None and isinstance(target, mlx_context.MlxContext)
 
 
-def _folder(model: RuntimeModel | Path | None) -> Path:
+def _folder(model: TextModel | Path | None) -> Path:
     """An MLX drafter's folder: the path itself, or where a loaded model came from."""
     path = model if isinstance(model, Path) else getattr(model, "path", None)
     if path is None:
@@ -112,9 +108,7 @@ def _built(folder: Path, what: str, build: Callable[[], Built]) -> Built:
         return build()
 
 
-def _heads(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
-) -> Drafter:
+def _heads(target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads
 
@@ -138,7 +132,7 @@ def _from(folder: Path, drafter: Mine) -> Mine:
 
 
 def _assistant(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+    target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
 ) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant
@@ -149,9 +143,7 @@ def _assistant(
     return MtpDrafter(_llama_target(target), max_depth=depth, sidecar=_llama_file(model))
 
 
-def _dflash(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
-) -> Drafter:
+def _dflash(target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash
 
@@ -161,9 +153,7 @@ def _dflash(
     return DflashDrafter(_drafter_file(model), _llama_target(target), max_depth=depth)
 
 
-def _eagle3(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
-) -> Drafter:
+def _eagle3(target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int) -> Drafter:
     if _on_mlx(target):
         from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3
 
@@ -288,7 +278,7 @@ def kind_of_spec(target_path: str | Path, spec: str | Path) -> DrafterKind:
 def load(
     kind: DrafterKind,
     target: RuntimeContext | None,
-    model: RuntimeModel | Path | None,
+    model: TextModel | Path | None,
     options: RunOptions,
     max_depth: int = MAX_DEPTH,
 ) -> Drafter | None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting.base import Draft, UnreadDraft, VerifyBatch, choose_draft
-from engine.runtime.protocol import MAX_BANNED, Acceleration, RunOptions, RuntimeContext, RuntimeModel
+from engine.runtime.protocol import MAX_BANNED, Acceleration, RunOptions, RuntimeContext, TextModel
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
@@ -34,7 +34,7 @@ class ModelDrafter:
     has_distribution = True
     needs_hidden_states = False
 
-    def __init__(self, model: RuntimeModel, options: RunOptions | None = None, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(self, model: TextModel, options: RunOptions | None = None, max_depth: int = MAX_DEPTH) -> None:
         self.model = model
         self.name = model.name
         self.max_depth = max_depth

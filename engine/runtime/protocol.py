@@ -75,6 +75,8 @@ class RunOptions(Protocol):
     what a box profile is keyed by."""
 
     runtime: ClassVar[str]  # "llama" or "mlx" (engine.runtime.formats.RUNTIMES)
+    # Each runtime's options are a frozen dataclass: a caller varies one with dataclasses.replace.
+    __dataclass_fields__: ClassVar[dict[str, Any]]
     pipelined_rounds: ClassVar[bool]  # a round may overlap its next step, so it can take less than a lone pass
 
     @property

@@ -58,6 +58,11 @@ class MlxDflashDrafter(OwnPace):
 
     has_distribution = True
     needs_hidden_states = True
+    # Set by reset() and kept by _trim(): the drafter's cache, the positions it holds as context,
+    # and the target's layers handed over for the positions it does not hold yet.
+    _cache: list[Any]
+    _context: int
+    _states: TargetStates
 
     def __init__(
         self, target: MlxContext, drafter: nn.Module, max_depth: int = MAX_DEPTH, name: str = "", source: str = ""
@@ -163,6 +168,7 @@ class MlxDflashDrafter(OwnPace):
     def _markov_row(self, before: int) -> np.ndarray:
         """DSpark's Markov head's word on the next token, given the token before it."""
         markov = self.markov
+        assert markov is not None  # _draft asks for a Markov row only where the drafter has the head (DSpark)
         row = markov.markov_w2(markov.get_prev_embeddings(mx.array([before], dtype=mx.int32)))[0].astype(mx.float32)
         audit.wait(row)
         return np.asarray(row)
@@ -187,7 +193,7 @@ class MlxDflashDrafter(OwnPace):
             self._cache, self._context = self.drafter.make_cache(), 0
 
     def reset(self) -> None:
-        self._cache: list[Any] = self.drafter.make_cache()
+        self._cache = self.drafter.make_cache()
         self._context = 0  # positions whose states the cache holds as context
         self._states = TargetStates(self.name)
 
