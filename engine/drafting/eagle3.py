@@ -97,7 +97,7 @@ class Eagle3Drafter(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         if k <= 0 or self._pending_pos < 0:
             return Draft()
         seed = self._pending_pos

@@ -70,7 +70,7 @@ class ModelDrafter:
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.ctx.n_ctx - len(history))
+        k = min(k, self.ctx.n_ctx - len(history))
         if k <= 0:
             return Draft()
         ctx = self.ctx

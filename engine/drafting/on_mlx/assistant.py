@@ -139,7 +139,7 @@ class MlxAssistantDrafter(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         held = len(history) - 1  # the positions the target holds: all but the last token's
         if k <= 0 or held <= 0:
             return Draft()
