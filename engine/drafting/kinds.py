@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Drafter, OwnPace
-from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND, DflashDrafter
+from engine.drafting.dflash import DflashDrafter
 from engine.drafting.eagle3 import Eagle3Drafter
 from engine.drafting.model import ModelDrafter
-from engine.drafting.mtp import ASSISTANT_ARCHITECTURES, ASSISTANT_KIND, HEADS_KIND, MtpDrafter
+from engine.drafting.mtp import ASSISTANT_ARCHITECTURES, MtpDrafter
 from engine.drafting.ngram import NgramDrafter
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model, RuntimeContext, RuntimeModel
@@ -188,16 +189,16 @@ def _mlx_eagle3(
 
 
 NONE = DrafterKind(
-    "none",
+    kindnames.NONE,
     "no drafter",
     "no drafter: every token is a plain target pass",
     keyword=True,
     picked="None (speculation off)",
     chosen="No drafter: every token comes from a plain target pass.",
 )
-MODEL = DrafterKind(ModelDrafter.kind, "a draft model", "a draft model of its own", spec_type="draft-simple")
+MODEL = DrafterKind(kindnames.MODEL, "a draft model", "a draft model of its own", spec_type="draft-simple")
 NGRAM = DrafterKind(
-    NgramDrafter.kind,
+    kindnames.NGRAM,
     "n-grams",
     "an n-gram table of the conversation's own tokens (no model)",
     keyword=True,
@@ -205,7 +206,7 @@ NGRAM = DrafterKind(
     chosen="The n-gram drafter needs no model: it proposes text seen earlier.",
 )
 MTP = DrafterKind(
-    HEADS_KIND,
+    kindnames.MTP,
     "the target's MTP head",
     "the target's multi-token-prediction heads",
     reads="The target's own MTP heads, in a file of their own: they read its hidden states.",
@@ -215,28 +216,28 @@ MTP = DrafterKind(
     chosen="The target drafts for itself with the MTP head in its own file: nothing to match.",
 )
 ASSISTANT = DrafterKind(
-    ASSISTANT_KIND,
+    kindnames.ASSISTANT,
     "Gemma 4's assistant",
     "a Gemma 4 assistant model, which reads the target's hidden state",
     reads="Gemma 4's assistant model: it reads the target's hidden state and attends to its memory.",
     spec_type="draft-mtp",
 )
 DFLASH = DrafterKind(
-    DFLASH_KIND,
+    kindnames.DFLASH,
     "DFlash",
     "a DFlash drafter, which reads the target's layers",
     reads="A DFlash drafter: a block of drafts in one pass, from the target's layers.",
     spec_type="draft-dflash",
 )
 DSPARK = DrafterKind(
-    DSPARK_KIND,
+    kindnames.DSPARK,
     "DSpark",
     "a DSpark drafter, which reads the target's layers",
     reads="A DSpark drafter (DFlash with a Markov head): a block of drafts from the target's layers.",
     spec_type="draft-dspark",
 )
 EAGLE3 = DrafterKind(
-    Eagle3Drafter.kind,
+    kindnames.EAGLE3,
     "EAGLE-3",
     "an EAGLE-3 drafter, which reads three of the target's layers",
     reads="An EAGLE-3 drafter: it reads three of the target's layers.",
