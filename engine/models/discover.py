@@ -92,7 +92,9 @@ def _layers_needed(target: GGUFInfo, side: GGUFInfo, kind: kinds.DrafterKind) ->
     """The target's layers a DFlash or EAGLE-3 drafter reads: named, inside the target's depth (EAGLE-3's
     may name the layer past the last, the final state), and handed out by llama.cpp for its architecture."""
     value = side.metadata.get(f"{side.architecture}.target_layers")
-    reads = [i for i in value if _whole(i) is not None] if isinstance(value, list) else []
+    if not isinstance(value, list):  # not in the header (or past the reader's bound): llama.cpp's loader decides
+        return
+    reads = [i for i in value if _whole(i) is not None]
     depth = _whole(target.metadata.get(f"{target.architecture}.block_count")) or 0
     if kind is kinds.EAGLE3 and len(reads) != 3:
         yield f"naming {len(reads)} of the target's layers to read, where EAGLE-3 reads three"
