@@ -301,7 +301,9 @@ def generate(
             finish = FinishReason.CONTEXT_FULL
             break
         wanted = policy.choose()
-        depth = max(0, min(wanted, config.max_tokens - generated - 1, room - 1, target.max_rows - 1))
+        # The one depth cap: what the drafter says it can draft (a DFlash block, chained heads: one a head).
+        deepest = drafter.max_depth if drafter is not None else 0
+        depth = max(0, min(wanted, deepest, config.max_tokens - generated - 1, room - 1, target.max_rows - 1))
         try:
             r = speculative_round(target, drafter, history, depth, sampler, config, banned, first_row, side)
         except Exception:

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Draft, UnreadDraft, VerifyBatch, choose_draft
 from engine.runtime.protocol import MAX_BANNED, Acceleration, RunOptions, RuntimeContext, TextModel
 from engine.runtime.side import SideWork
@@ -30,7 +31,7 @@ class ModelDrafter:
     """A small model of the target's family proposes tokens one at a time, on a context of its own
     that it opens on any runtime (RuntimeModel.new_context)."""
 
-    kind = "model"
+    kind = kindnames.MODEL
     has_distribution = True
     needs_hidden_states = False
 
@@ -70,7 +71,7 @@ class ModelDrafter:
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.ctx.n_ctx - len(history))
+        k = min(k, self.ctx.n_ctx - len(history))
         if k <= 0:
             return Draft()
         ctx = self.ctx

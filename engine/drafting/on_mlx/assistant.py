@@ -20,8 +20,8 @@ import mlx.nn as nn
 import numpy as np
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
-from engine.drafting.mtp import ASSISTANT_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime.mlx import audit
@@ -62,7 +62,7 @@ def memory_layers(target: MlxContext) -> dict[str, int]:
 class MlxAssistantDrafter(OwnPace):
     """Gemma 4's assistant drafting for an MLX Gemma 4 target: it reads the target's last layer and memory."""
 
-    kind = ASSISTANT_KIND
+    kind = kindnames.ASSISTANT
     has_distribution = True
     needs_hidden_states = True
 
@@ -139,7 +139,7 @@ class MlxAssistantDrafter(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         held = len(history) - 1  # the positions the target holds: all but the last token's
         if k <= 0 or held <= 0:
             return Draft()

@@ -25,8 +25,8 @@ import mlx.nn as nn
 import numpy as np
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
-from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx import audit
@@ -81,7 +81,7 @@ class MlxDflashDrafter(OwnPace):
                 "it was trained for another target."
             )
         self.markov = getattr(drafter, "markov_head", None)  # DSpark's
-        self.kind = DSPARK_KIND if self.markov is not None else DFLASH_KIND
+        self.kind = kindnames.DSPARK if self.markov is not None else kindnames.DFLASH
         variant = "DSpark" if self.markov is not None else "DFlash"
         if self.markov is not None and int(config.vocab_size) != target.model.n_vocab:
             raise IncompatibleDrafter(
@@ -136,7 +136,7 @@ class MlxDflashDrafter(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         if k <= 0:
             return Draft()
         with decode_errors(self.who):

@@ -19,7 +19,7 @@ import mlx.nn as nn
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.eagle3 import Eagle3Drafter
+from engine.drafting import kindnames
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx import audit
@@ -42,7 +42,7 @@ def load_eagle3(folder: Path) -> nn.Module:
 class MlxEagle3Drafter(ChainedHead):
     """An EAGLE-3 drafter for an MLX target, reading three of its layers."""
 
-    kind = Eagle3Drafter.kind
+    kind = kindnames.EAGLE3
     keeps_own_entries = False
     reads_last_layer = False
 

@@ -123,7 +123,7 @@ class ChainedHead(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         if k <= 0:
             return Draft()
         with decode_errors(self.who):

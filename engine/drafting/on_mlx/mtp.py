@@ -17,7 +17,7 @@ import mlx.nn as nn
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.mtp import HEADS_KIND
+from engine.drafting import kindnames
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx import audit
@@ -45,7 +45,7 @@ def load_heads(folder: Path) -> nn.Module:
 class MlxMtpDrafter(ChainedHead):
     """A target's own MTP head drafting for it on MLX; it reads the target's last layer, normed."""
 
-    kind = HEADS_KIND
+    kind = kindnames.MTP
 
     def __init__(self, target: MlxContext, head: nn.Module, max_depth: int = MAX_DEPTH, name: str = "") -> None:
         """`head` is an mlx-vlm MTP drafter module (load_heads), bound here to the target's embeddings and head."""
