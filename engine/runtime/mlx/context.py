@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     import mlx.nn as nn
 
-    from engine.runtime.mlx.chain import LaunchedChain
+    from engine.runtime.mlx.chain import UnreadIds
     from engine.runtime.side import SideWork
 
 
@@ -68,7 +68,7 @@ class MlxContext:
         self.rewinds_replayed = 0  # rewinds past the latest snapshot, done by decoding the kept tokens again
         self._fed: np.ndarray | None = None  # a fed batch's row, until collected
         self.fed_at = 0.0  # and when it was launched
-        self.launched: LaunchedChain | None = None  # a draft chain launched on this context and not yet read
+        self.launched: UnreadIds | None = None  # a draft chain launched on this context and not yet read
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
         # Drafters that read the target's hidden states (engine.runtime.mlx.hidden): every decoded batch.
@@ -205,7 +205,7 @@ class MlxContext:
         self.tokens.extend(tokens)
         return rows
 
-    def greedy_chain(self, tokens: list[int], k: int, banned: tuple[int, ...]) -> LaunchedChain | None:
+    def greedy_chain(self, tokens: list[int], k: int, banned: tuple[int, ...]) -> UnreadIds | None:
         """A greedy draft of k tokens after `tokens` as one lazy chain, launched and not waited for
         (engine.runtime.mlx.chain); None where a chain cannot run here."""
         from engine.runtime.mlx.chain import can_chain, launch_chain
