@@ -60,6 +60,16 @@ def memory_layers(target: MlxContext) -> dict[str, int]:
     return sources
 
 
+def centroid_rows(masked: nn.Module, hidden: mx.array, weight: mx.array) -> mx.array:
+    """mlx-vlm's MaskedEmbedder's rows, their floor (the chosen tokens' lowest logit less one, given
+    to every other token) kept on the device where mlx-vlm reads it on the host (`.item()`)."""
+    chosen, logits = masked._selected_logits(hidden, weight)
+    b, n = hidden.shape[:2]
+    floor = (logits.min().astype(mx.float32) - 1.0).astype(hidden.dtype)
+    rows = mx.full((b, n, masked.vocab_size), floor, dtype=hidden.dtype)
+    return mx.put_along_axis(rows, chosen.reshape(b, n, -1), logits, axis=-1)
+
+
 class MlxAssistantDrafter(OwnPace):
     """Gemma 4's assistant drafting for an MLX Gemma 4 target: it reads the target's last layer and memory."""
 
@@ -92,6 +102,9 @@ class MlxAssistantDrafter(OwnPace):
                 f"{target.model.name} lacks: it was trained for another target."
             )
         self.assistant = assistant.bind(target.model.module)
+        if assistant.masked_embedding is not None:  # its floor taken on the device: no wait a step
+            weight, masked = assistant.model.embed_tokens.weight, assistant.masked_embedding
+            self.assistant._lm_head_fn = lambda h: centroid_rows(masked, h, weight)
         if self.assistant._input_embed is None:
             raise IncompatibleDrafter(f"the assistant cannot find {target.model.name}'s input embeddings.")
         self.target, self.max_depth, self.name = target, max_depth, name or "Gemma 4 assistant"

@@ -43,15 +43,15 @@ from engine.sampling import Sampler, SamplingConfig  # noqa: E402
 from engine.speculative import generate  # noqa: E402
 
 DEPTH = 3
-KINDS = ["mtp", "eagle3", "dflash", "dspark", "assistant"]
+KINDS = ["mtp", "eagle3", "dflash", "dspark", "assistant", "centroids"]
 Load = Callable[[MlxContext], Drafter]
 
 
 def pair(tmp: Path, kind: str) -> tuple[MlxModel, Load]:
     """A tiny target and a way to load the drafter of `kind` on a context of it."""
-    if kind == "assistant":
+    if kind in ("assistant", "centroids"):  # centroids: a head that scores the tokens of 8 clusters alone
         target_folder = write_gemma4(tmp / "gemma4", 61)
-        folder = write_assistant(tmp / "assistant", 161, target_folder, "copy")
+        folder = write_assistant(tmp / "assistant", 161, target_folder, "copy", centroids=kind == "centroids")
         return MlxModel.load(target_folder, MlxOptions()), lambda ctx: _load(kinds.ASSISTANT, ctx, folder)
     if kind == "mtp":
         return load_target(write_target(tmp / "qwen35", 7, "noisy")), lambda ctx: _load(kinds.MTP, ctx, None)
@@ -125,3 +125,15 @@ def test_a_draft_chosen_on_the_device_has_the_hosts_rows_and_keeps_the_ban(tmp_p
     assert on_device and not on_host
     assert device_tokens == host_tokens and len(device_tokens) == DEPTH and first not in device_tokens
     assert np.array_equal(device_rows, host_rows) and np.all(device_rows[:, first] == -np.inf)
+
+
+def test_a_centroid_heads_rows_are_mlx_vlms_with_their_floor_taken_on_the_device(tmp_path: Path):
+    """mlx-vlm's MaskedEmbedder reads its floor on the host (`.item()`, a wait a draft step); ours
+    keeps it on the device, and the rows are the same, bit for bit."""
+    from engine.drafting.on_mlx.assistant import centroid_rows, load_assistant
+
+    target = write_gemma4(tmp_path / "gemma4", 62)
+    assistant = load_assistant(write_assistant(tmp_path / "assistant", 162, target, centroids=True))
+    masked, weight = assistant.masked_embedding, assistant.model.embed_tokens.weight
+    hidden = mx.random.normal((1, 3, weight.shape[-1]), key=mx.random.key(5))
+    assert mx.array_equal(centroid_rows(masked, hidden, weight), masked(hidden, weight)).item()
