@@ -5,9 +5,10 @@ decode it at once (mx.async_eval) while the host waits for the row and decides t
 next plain decode then finds its logits launched already, and launches the step after it before
 its own wait. Nothing is assumed: the host's token is compared with the device's guess, and where
 they differ (the round chose otherwise, or the reply ended) the guessed step is trimmed off the
-cache before anything else touches it. The round asks for it a decode at a time
-(RuntimeContext.pipeline_greedy); a context with a recurrent state or drafters reading its
-batches never pipelines (its cache cannot drop a step, or the step would reach them).
+cache before anything else touches it (a recurrent state put back from the snapshot taken before
+the guessed step, engine.runtime.mlx.snapshots). The round asks for it a decode at a time
+(RuntimeContext.pipeline_greedy); a context with drafters reading its batches never pipelines
+(the guessed step would reach them).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import trim_prompt_cache
 
+from engine.errors import RuntimeFailure
 from engine.runtime.mlx.chain import ban_row
 
 MlxContext = Any  # engine.runtime.mlx.context.MlxContext, which imports this module: no import back
@@ -31,9 +33,10 @@ class Ahead:
 
 
 def can_pipeline(ctx: MlxContext) -> bool:
-    """Whether a plain step may be launched on a guess here: the cache drops a step (no recurrent
-    state), nothing reads the batches, and the guessed step fits in the context."""
-    return not ctx.has_state and not ctx.observers.listening and ctx.n_past + 2 <= ctx.n_ctx
+    """Whether a plain step may be launched on a guess here: the cache can drop a step (trimmed, or
+    a recurrent state put back from its snapshot), nothing reads the batches, and the guessed step
+    fits in the context."""
+    return not ctx._unsupported and not ctx.observers.listening and ctx.n_past + 2 <= ctx.n_ctx
 
 
 def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...]) -> mx.array:
@@ -42,7 +45,10 @@ def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...]) -> mx.arr
     ban = ban_row(ctx.model.n_vocab, banned)
     row = logits[0, -1].astype(mx.float32)
     guess = mx.argmax(row if ban is None else row + ban, axis=-1)
-    step = ctx.observers.forward(guess.astype(mx.uint32).reshape(1, 1), ctx._open_cache())
+    cache = ctx._open_cache()
+    if ctx.has_state:  # the state before the guessed step: this decode's token is its position's
+        ctx.snapshots.keep(cache, ctx.n_past + 1, 1)
+    step = ctx.observers.forward(guess.astype(mx.uint32).reshape(1, 1), cache)
     mx.async_eval(guess, step)
     ctx.ahead = Ahead(guess, step)
     return guess
@@ -56,5 +62,9 @@ def take(ctx: MlxContext, tokens: list[int]) -> mx.array | None:
         return None
     if len(tokens) == 1 and tokens[0] == int(ahead.guess.item()):  # evaluated in the last decode's wait
         return ahead.logits
-    trim_prompt_cache(ctx._open_cache(), 1)
+    cache = ctx._open_cache()
+    if not ctx.has_state:
+        trim_prompt_cache(cache, 1)
+    elif ctx.snapshots.restore(cache, ctx.n_past + 1, ctx.n_past) != ctx.n_past:
+        raise RuntimeFailure(f"{ctx.model.name}'s state before a guessed step was lost; start a new conversation.")
     return None

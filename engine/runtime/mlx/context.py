@@ -134,7 +134,7 @@ class MlxContext:
         launched, banned, self._greedy_next = ahead.take(self, tokens), self._greedy_next, None
         if side is not None:
             side.run_reading(self)
-        if self.has_state:
+        if self.has_state and launched is None:  # a launched step's was kept before it ran (mlx.ahead)
             self.snapshots.keep(cache, self.n_past, n)
         rows: np.ndarray | None = None
         step = max(self.options.prefill_chunk, self.max_rows)  # a verify batch is never split
