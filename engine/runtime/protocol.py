@@ -244,6 +244,12 @@ class RuntimeContext(Protocol):
         its ids taken in as they stand, one wait for the rows and the draft's tokens together."""
         ...
 
+    def pipeline_greedy(self, banned: tuple[int, ...]) -> None:
+        """The next decode is a plain step whose token is its row's argmax (`banned` aside), and a plain
+        step follows it: a context may launch that step on the device's own guess before the rows are
+        read (MLX, as mlx-lm's generate_step); one whose guess was wrong drops it."""
+        ...
+
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode without waiting for the rows (an accelerator computes on); `collect` reads them."""
         ...
