@@ -22,6 +22,7 @@ from engine import (
     NO_DRAFTER,
     AutoDepth,
     ConnectionLost,
+    DepthPolicy,
     DraftlightError,
     Endpoint,
     Engine,
@@ -318,11 +319,19 @@ class EngineWorker(QObject):
                 request = fitted
             if self.remote is None and self.box.holds_auto and request.config.depth == AUTO:
                 request = replace(request, config=replace(request.config, depth=0))  # plain until measured
-            auto = self._local_policy(request) if self.remote is None else None
-            source = self.remote if self.remote is not None else self.engine
-            events = source.reply(request.messages, request.config, request.thinking, self.cancelled)
-            if self.remote is None:  # kept as a replay: the drafts' text is known only beside the models
-                events = self._recorded(events, request)
+            if self.remote is None:
+                policy = self._local_policy(request)  # once a reply: the engine's stream takes it
+                assert self.engine is not None  # _local_policy refuses a reply with no model loaded
+                events = self.engine.reply(
+                    request.messages, request.config, request.thinking, self.cancelled, policy=policy
+                )
+                events = self._recorded(events, request)  # kept as a replay: drafts' text is known beside the models
+                auto = policy if isinstance(policy, AutoDepth) else None
+            else:
+                events, auto = (
+                    self.remote.reply(request.messages, request.config, request.thinking, self.cancelled),
+                    None,
+                )
             yield from self._batches(events, auto)
             if self.remote is None:
                 self.ledger_notice.emit(self._ledger_notice())
@@ -388,18 +397,18 @@ class EngineWorker(QObject):
     def _pass_on(self, value: list | AutoStatus) -> None:
         (self.auto_status if isinstance(value, AutoStatus) else self.events).emit(value)
 
-    def _local_policy(self, request: ReplyRequest) -> AutoDepth | None:
+    def _local_policy(self, request: ReplyRequest) -> DepthPolicy:
         """This machine's engine's depth policy for the request, before its reply: Auto's first use
-        measures the box (saying so), and may find that plain decoding is faster here."""
+        measures the box (saying so), and may find that plain decoding is faster here: the plain target
+        is then loaded before the reply starts, never within it."""
         if self.engine is None:
             raise DraftlightError("No model is loaded yet.")
         engine = self.engine
-        was_plain = bool(engine.plain_reason)
         policy = engine.depth_policy(request.config.depth, progress=self._tuning)
         self.load_progress.emit(1, 1, "")
-        if engine.plain_reason and not was_plain:  # the measurement said drafts cannot pay: plain from now
+        if engine.go_plain_if_due():  # the measurement said drafts cannot pay: plain from now
             self.loaded.emit(self._info())
-        return policy if isinstance(policy, AutoDepth) else None
+        return policy
 
     def _auto_took_over(self, auto: bool) -> str:
         """The box is measured: at Auto, its verdict now (plain where drafts cannot pay), in a sentence."""
@@ -408,8 +417,8 @@ class EngineWorker(QObject):
             return "This machine is measured."
         if not auto:
             return "This machine is measured: Auto will choose the depth from this profile when it is chosen."
-        was_plain = bool(engine.plain_reason)
         policy = engine.depth_policy(AUTO)  # reads the profile just saved
+        switched = engine.go_plain_if_due()  # between replies: where drafts cannot pay, the plain target now
         self.loaded.emit(self._info())
         if isinstance(policy, AutoDepth):
             self.auto_status.emit(self._status(policy))
@@ -417,7 +426,7 @@ class EngineWorker(QObject):
                 f"This machine is measured: Auto takes over from the next reply, at depth {policy.depth} "
                 f"for now (predicted {policy.predicted_speedup():.2f}x plain)."
             )
-        said = engine.notice if engine.plain_reason and not was_plain else "replies stay plain."
+        said = engine.notice if switched else "replies stay plain."
         return f"This machine is measured: Auto takes over. {said[:1].upper()}{said[1:]}"
 
     def _tuning(self, message: str) -> None:

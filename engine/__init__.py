@@ -31,7 +31,7 @@ import llama_cpp.llama_cpp  # noqa: F401, I001
 
 
 from engine.chat import Message
-from engine.depth import AUTO, MAX_DEPTH, Depth, parse_depth
+from engine.depth import AUTO, MAX_DEPTH, Depth, DepthPolicy, parse_depth
 from engine.drafting.kinds import AUTO_SPEC, DrafterKind
 from engine.drafting.kinds import KINDS as DRAFTER_KINDS
 from engine.drafting.kinds import NONE as NO_DRAFTER
@@ -120,6 +120,7 @@ __all__ = [
     "ContextFullError",
     "Costs",
     "Depth",
+    "DepthPolicy",
     "DepthPrediction",
     "DrafterKind",
     "DraftlightError",

@@ -95,6 +95,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if args.drafter == "auto" and engine.verdict is not None and not args.json:
         print(engine.verdict.explain(), file=sys.stderr)  # what auto found, and why it fits
     policy = engine.depth_policy(args.depth, say_on_stderr("tune"))  # Auto's first use measures the box
+    engine.go_plain_if_due()  # where it found drafts cannot pay: the plain target, loaded before the reply
     if engine.ctx.n_ctx < args.ctx and not args.json:
         print(
             f"{engine.target.name} was trained for {engine.ctx.n_ctx:,} tokens of context: using that, "
@@ -123,7 +124,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     basis = engine.profile_basis()
     tokens: list[TokenEvent] = []
     rounds: list[RoundEvent] = []
-    for event in session.send(args.prompt, config):
+    for event in session.send(args.prompt, config, policy=policy):  # the policy asked for once
         if isinstance(event, TokenEvent):
             tokens.append(event)
         elif isinstance(event, RoundEvent):

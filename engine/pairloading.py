@@ -14,7 +14,7 @@ from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
 from engine.measure.profile import load_profile
 from engine.models import catalog
 from engine.models.compat import Verdict, check
-from engine.models.discover import discover
+from engine.models.discover import discover, fits
 from engine.models.drafterfiles import DRAFTER_FILES
 from engine.runtime import RuntimeOptions
 from engine.runtime.gguf import GGUFInfo
@@ -86,6 +86,9 @@ def load_drafter(
         if not verdict.compatible:
             raise IncompatibleDrafter(verdict.explain())
         kind = files.kind_of_loaded(model, target)
+        refused = made_for_another(target, model, kind)
+        if refused:
+            raise IncompatibleDrafter(Verdict(False, (refused,)).explain())
         if kind.reads_target and target_ctx is None:
             raise IncompatibleDrafter(f"{model.name} reads the target's layers: load it beside a loaded target.")
         verdict = replace(verdict, made_for=made_for(target, model, kind))  # GGUF metadata names its base
@@ -93,6 +96,17 @@ def load_drafter(
     except BaseException:
         model.close()
         raise
+
+
+def made_for_another(target: TextModel, drafter: TextModel, kind: kinds.DrafterKind) -> str:
+    """Why a GGUF drafter that reads the target's insides cannot read this one (its width, the layers it
+    reads, an assistant's family and cache), as the clause the pairing doctor's rule fails with
+    (engine.models.discover.fits), so `pair` and a load refuse it in one sentence; "" where it fits."""
+    target_info, drafter_info = getattr(target, "info", None), getattr(drafter, "info", None)
+    if not (kind.reads_target and isinstance(target_info, GGUFInfo) and isinstance(drafter_info, GGUFInfo)):
+        return ""
+    why_not = fits(target_info, drafter_info)[1]
+    return f"it {why_not}" if why_not else ""
 
 
 def made_for(target: TextModel, drafter: TextModel, kind: kinds.DrafterKind) -> str:

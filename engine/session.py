@@ -56,6 +56,9 @@ class Engine:
         # a program using the engine gets exactly the pair it loaded unless it does too.
         self.go_plain = False
         self.plain_reason = ""  # why this engine runs plain, once it does
+        # Why an Auto reply found that no depth can pay here, until go_plain_if_due acts on it: switching
+        # is a reload, which a caller asks for between replies, never the depth policy within one.
+        self.plain_due = ""
         self.profile_notice = ""  # why the box profile was refused or found wrong, once it was
         # Who is replying, as the acceptance ledger names it: chat, app, serve, lab, pair, bench.
         self.ledger_source = "engine"
@@ -132,7 +135,7 @@ class Engine:
     def set_drafter(self, drafter: Drafter | None, verdict: Verdict | None = None) -> None:
         old = self.drafter
         self.drafter, self.verdict = drafter, verdict
-        self._auto, self._identity = None, None
+        self._auto, self._identity, self.plain_due = None, None, ""
         if old is not None and old is not drafter:
             old.close()
 
@@ -179,7 +182,7 @@ class Engine:
 
     def _remeasured(self, steps: Steps) -> Steps:
         profile = yield from steps
-        self._auto, self.profile_notice = None, ""
+        self._auto, self.profile_notice, self.plain_due = None, "", ""
         return profile
 
     @property
@@ -191,8 +194,8 @@ class Engine:
     def notice(self) -> str:
         """A sentence the user needs before replying, or "": why speculation is off, or that the drafter
         was made for another target."""
-        if self.plain_reason or self.profile_notice:
-            return " ".join(x for x in (self.plain_reason, self.profile_notice) if x)
+        if self.plain_reason or self.plain_due or self.profile_notice:
+            return " ".join(x for x in (self.plain_reason or self.plain_due, self.profile_notice) if x)
         made_for = self.verdict.made_for if self.verdict is not None and self.drafter is not None else ""
         rollback = "" if self.ctx.can_rewind or self.drafter is None else self.ctx.describe_rollback()
         return " ".join(x for x in (made_for, rollback) if x)
@@ -215,14 +218,29 @@ class Engine:
         self.set_drafter(None)
         self.plain_reason = reason
 
+    def go_plain_if_due(self) -> bool:
+        """Where an Auto reply found that no depth can pay here (`plain_due`), drop the drafter and reload
+        the target on the fastest plain settings (run_plain). A reload: callers ask for it between replies
+        (`draftlight chat` and the app, once Auto has measured the box). Whether it switched."""
+        if not self.plain_due:
+            return False
+        reason, self.plain_due = self.plain_due, ""
+        self.run_plain(reason)
+        return True
+
     def depth_policy(self, depth: Depth, progress: ProfileProgress | None = None) -> DepthPolicy:
         """What a reply asked for, as a policy: the one place "no drafter means depth 0" is decided.
+        Computed once a reply (`stream` takes the caller's); it may measure the box on Auto's first use,
+        and never loads a model: where the measurement says drafts cannot pay, the reply runs at depth 0
+        and `plain_due` says why until go_plain_if_due switches.
 
         A target whose state cannot be rolled back decodes plainly too (`notice` says why).
         """
         if not self.can_speculate:
             return FixedDepth(0)
         if depth == AUTO:
+            if self.plain_due:
+                return FixedDepth(0)
             try:
                 auto = self.auto_depth(progress)
             except ProfileRefused as refused:  # measured on a busy box: plain, and said, until a sound one
@@ -230,7 +248,7 @@ class Engine:
                 return FixedDepth(0)
             assert self.drafter is not None  # can_speculate
             if self.go_plain and self.drafter.kind == kinds.MODEL.name and not speculation_pays(auto.profile):
-                self.run_plain(why_plain(auto.profile))
+                self.plain_due = why_plain(auto.profile)
                 return FixedDepth(0)
             return auto
         return FixedDepth(min(depth, MAX_DEPTH))
@@ -305,11 +323,12 @@ class Engine:
         thinking: bool = False,
         cancelled: Callable[[], bool] = lambda: False,
         progress: ProfileProgress | None = None,
+        policy: DepthPolicy | None = None,
     ) -> Iterator[Event]:
         """The reply to a conversation, as a remote engine's `reply` streams it: its events, ending
         with RunStats. The caches keep whatever prefix the last reply left."""
         prompt = self.prompt_ids(list(messages), thinking, cancelled)
-        return self.stream(prompt, config, cancelled, progress)
+        return self.stream(prompt, config, cancelled, progress, policy=policy)
 
     def stream(
         self,
@@ -318,15 +337,18 @@ class Engine:
         cancelled: Callable[[], bool] = lambda: False,
         progress: ProfileProgress | None = None,
         source: str | None = None,
+        policy: DepthPolicy | None = None,
     ) -> Iterator[Event]:
         """Generate after `prompt` (token ids), reusing whatever prefix the caches hold. The finished
-        reply's acceptance goes to the ledger under `source` (default: `ledger_source`)."""
+        reply's acceptance goes to the ledger under `source` (default: `ledger_source`). `policy`: the
+        reply's depth policy where the caller asked for it already (depth_policy), else asked here."""
         if len(prompt) >= self.ctx.n_ctx:
             raise ContextFullError(
                 f"The conversation is {len(prompt):,} tokens and the context holds {self.ctx.n_ctx:,}: "
                 "start a new conversation, shorten the message, or raise the context size."
             )
-        policy = self.depth_policy(config.depth, progress)
+        if policy is None:
+            policy = self.depth_policy(config.depth, progress)
         if isinstance(policy, AutoDepth):
             policy.for_reply(config.sampling.greedy)
         drafter = self.drafter if policy.setting != 0 else None
@@ -453,6 +475,7 @@ class ChatSession:
         config: GenerationConfig,
         cancelled: Callable[[], bool] = lambda: False,
         progress: ProfileProgress | None = None,
+        policy: DepthPolicy | None = None,
     ) -> Iterator[Event]:
         """Add a user message and stream the reply; the reply joins the conversation at the end.
 
@@ -462,7 +485,7 @@ class ChatSession:
         messages = [*self.messages, Message("user", text)]
         # No `cancelled` for the render (its budget ends it in seconds): a Stop in the prefill gives a cancelled reply.
         prompt = self.engine.prompt_ids(messages, self.thinking)
-        stream = self.engine.stream(prompt, config, cancelled, progress)
+        stream = self.engine.stream(prompt, config, cancelled, progress, policy=policy)
         self.messages = messages
         reply: RunStats | None = None
         try:

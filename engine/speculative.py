@@ -47,6 +47,7 @@ def speculative_round(
     banned: tuple[int, ...] = (),
     prefill_row: np.ndarray | None = None,
     side: SideWork | None = None,
+    pipeline: bool = False,
 ) -> Round:
     """One round. `history` is every committed token; the target's cache holds all but the last.
 
@@ -54,7 +55,8 @@ def speculative_round(
     the target's verdict: nothing is drafted or decoded. `banned` tokens get no probability
     from either model (ignore_eog's end-of-generation ids). With `side`, greedy decoding
     leaves the probabilities it reports to side work: the draft's while the target verifies
-    it, the target's for the next decode (the round's `pending`).
+    it, the target's for the next decode (the round's `pending`). With `pipeline` (a greedy plain
+    round that another follows) the target may launch the next step on its own guess (pipeline_greedy).
     """
     n = len(history)
     llama_before = _backend_s(target, drafter)
@@ -71,6 +73,8 @@ def speculative_round(
     t1 = time.perf_counter()
 
     # Verify: one batch over [last, *draft] (round 0: the prompt's own last row).
+    if pipeline and depth == 0 and prefill_row is None:
+        target.pipeline_greedy(banned)
     rows, parts = _verify(target, history[-1], draft, prefill_row, sampler, config, banned, side)
     t2 = time.perf_counter()
 
@@ -301,9 +305,12 @@ def generate(
             finish = FinishReason.CONTEXT_FULL
             break
         wanted = policy.choose()
-        depth = max(0, min(wanted, config.max_tokens - generated - 1, room - 1, target.max_rows - 1))
+        # The one depth cap: what the drafter says it can draft (a DFlash block, chained heads: one a head).
+        deepest = drafter.max_depth if drafter is not None else 0
+        depth = max(0, min(wanted, deepest, config.max_tokens - generated - 1, room - 1, target.max_rows - 1))
         try:
-            r = speculative_round(target, drafter, history, depth, sampler, config, banned, first_row, side)
+            more = wanted == 0 and sampler.greedy and generated + 1 < config.max_tokens  # a plain step follows
+            r = speculative_round(target, drafter, history, depth, sampler, config, banned, first_row, side, more)
         except Exception:
             yield from outbox.release()  # what the reply had so far is the user's
             raise

@@ -13,6 +13,7 @@ from pathlib import Path
 from engine.drafting import kinds
 from engine.errors import DraftlightError
 from engine.measure.costmodel import BoxProfile, best_depth, explain
+from engine.measure.keys import model_file
 from engine.measure.soundness import DISAGREEMENT
 from engine.models import catalog
 from engine.models.discover import drafter_kind
@@ -51,8 +52,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         # and MLX's options: load first, then look for a saved profile.
         if runtime.converts:
             models = [load_target(p, runtime, options, progress) for p in (target_path, drafter_path)]
-        keyed = (models[0].path, models[1].path, models[0].options) if models else (target_path, drafter_path, options)
-        saved = load_profile(*keyed)
+        if models:
+            saved = load_profile(model_file(models[0]), model_file(models[1]), models[0].options)
+        else:
+            saved = load_profile(target_path, drafter_path, options)
         if args.show and saved is None:
             raise DraftlightError("No sound box profile is saved for this pair here: `draftlight tune` measures one.")
         if saved is not None and not (args.force or args.check):

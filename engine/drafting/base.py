@@ -185,7 +185,7 @@ class Drafter(Protocol):
     kind: str  # its kind's name in engine.drafting.kinds: what the status bar and charts call it
     has_distribution: bool
     needs_hidden_states: bool  # True: the round hands the verify batch's hidden states to `verified`
-    max_depth: int  # the most tokens one draft holds (chained heads: one a head)
+    max_depth: int  # the most tokens one draft holds (chained heads: one a head); the round asks no more
     # Takes in its round's last draft during the verify (a draft model on CUDA): the round's side
     # work then carries that decode, so a reply makes side work for it.
     overlaps: bool

@@ -19,6 +19,7 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
@@ -34,7 +35,6 @@ from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 DEFAULT_BLOCK = 16  # llama.cpp's default when the file does not say
-DFLASH_KIND, DSPARK_KIND = "dflash", "dspark"  # its kinds' names (engine.drafting.kinds)
 # Targets whose llama.cpp graph hands out its layers' inputs (src/models/*.cpp set t_layer_inp):
 # a drafter that reads them can only ride on these.
 LAYER_INPUT_ARCHITECTURES = frozenset(
@@ -79,7 +79,7 @@ class DflashDrafter(OwnPace):
         anchor = model.meta("dflash.sample_from_anchor")
         self.anchor = self.markov and anchor in (None, "true")  # the last token's slot drafts too
         self.variant = "DFlash2" if self.top_k else "DSpark" if self.markov else "DFlash"
-        self.kind = DSPARK_KIND if self.markov else DFLASH_KIND
+        self.kind = kindnames.DSPARK if self.markov else kindnames.DFLASH
         self.has_distribution = not self.top_k  # a lattice walk has scores, not a distribution over the vocabulary
         self.mask = int(llama.llama_vocab_mask(model.vocab))
         if self.mask < 0:
@@ -120,7 +120,7 @@ class DflashDrafter(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         if k <= 0:
             return Draft()
         pos0 = len(history) - 1

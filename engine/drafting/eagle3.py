@@ -14,6 +14,7 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.drafting.dflash import LAYER_INPUT_ARCHITECTURES
 from engine.errors import IncompatibleDrafter
@@ -26,7 +27,7 @@ from engine.sampling import Sampler
 class Eagle3Drafter(OwnPace):
     """An EAGLE-3 model drafting for `target`."""
 
-    kind = "eagle3"
+    kind = kindnames.EAGLE3
     has_distribution = True
     needs_hidden_states = True
 
@@ -97,7 +98,7 @@ class Eagle3Drafter(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         if k <= 0 or self._pending_pos < 0:
             return Draft()
         seed = self._pending_pos

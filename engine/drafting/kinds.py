@@ -1,4 +1,5 @@
-"""The one table of drafter kinds: each kind's name, its words, what it reads of the target, and its loader.
+"""The one table of drafter kinds: each kind's name, its words, what it reads of the target, and its
+loader on each runtime (LOADERS, a (kind, runtime) map).
 
 As llama.cpp's `common_speculative_type` with its one from-name/to-string pair: every place that
 names a kind (the loader, discovery, the pairing doctor, the ruler, the server, the app's
@@ -7,23 +8,27 @@ status bar and verdicts) asks this table. A new kind is one entry here and one m
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Drafter, OwnPace
-from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND, DflashDrafter
+from engine.drafting.dflash import DflashDrafter
 from engine.drafting.eagle3 import Eagle3Drafter
 from engine.drafting.model import ModelDrafter
-from engine.drafting.mtp import ASSISTANT_ARCHITECTURES, ASSISTANT_KIND, HEADS_KIND, MtpDrafter
+from engine.drafting.mtp import ASSISTANT_ARCHITECTURES, MtpDrafter
 from engine.drafting.ngram import NgramDrafter
 from engine.errors import IncompatibleDrafter
-from engine.runtime import Context, Model, RuntimeContext, RuntimeModel
+from engine.runtime import Context, Model, RuntimeContext
 from engine.runtime.gguf import GGUFInfo, read_gguf
-from engine.runtime.protocol import RunOptions
+from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
+from engine.runtime.loading import runtime_named
+from engine.runtime.mlx.runtime import RUNTIME as MLX_RUNTIME
+from engine.runtime.protocol import RunOptions, TextModel
+from engine.runtime.runtimes import Runtime
 
 if TYPE_CHECKING:
     from engine.runtime.mlx.context import MlxContext
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
 # (the target's context, the drafter's own file loaded or None, the options, the deepest draft); on
 # MLX the drafter's own file is its folder, a Path, which the loader reads with mlx-vlm. The target's
 # context is None only for a kind that does not read it (engine.pairloading passes one to every other).
-Loader = Callable[[RuntimeContext | None, RuntimeModel | Path | None, RunOptions, int], Drafter]
+Loader = Callable[[RuntimeContext | None, TextModel | Path | None, RunOptions, int], Drafter]
 
 Mine = TypeVar("Mine", bound=OwnPace)  # a drafter in a folder of its own
 Built = TypeVar("Built", bound=Drafter)
@@ -47,7 +52,6 @@ class DrafterKind:
     reads: str = ""  # what it reads of the target, in a sentence; "" for one that reads nothing
     spec_type: str | None = None  # stock llama.cpp's --spec-type for it, where llama.cpp has it
     keyword: bool = False  # named by its name alone (no file): "none", "ngram", "mtp"
-    load: Loader | None = None  # None: no drafter at all ("none")
     picked: str = ""  # a keyword kind's entry in the app's drafter picker
     chosen: str = ""  # what the app says of a keyword kind once it is loaded: its whole verdict
 
@@ -63,39 +67,35 @@ def _llama_target(target: RuntimeContext | None) -> Context:
     return target
 
 
-def _llama_file(model: RuntimeModel | Path | None) -> Model | None:
+def _llama_file(model: TextModel | Path | None) -> Model | None:
     """The drafter's own file off MLX: a llama.cpp model loaded by engine.pairloading, or None."""
     assert model is None or isinstance(model, Model)
     return model
 
 
-def _drafter_file(model: RuntimeModel | Path | None) -> Model:
+def _drafter_file(model: TextModel | Path | None) -> Model:
     """A drafter's own llama.cpp file, which `load` asks for of every kind that reads the target but MTP."""
     file = _llama_file(model)
     assert file is not None
     return file
 
 
-def _model(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
-) -> Drafter:
+def _model(target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int) -> Drafter:
     assert model is not None and not isinstance(model, Path)  # a draft model is loaded before its kind's loader runs
     return ModelDrafter(model, options, max_depth=depth)
 
 
-def _ngram(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
-) -> Drafter:
+def _ngram(target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int) -> Drafter:
     return NgramDrafter()
 
 
-def _on_mlx(target: RuntimeContext | None) -> TypeGuard[MlxContext]:
-    """Whether the target's context is an MlxContext (the MLX runtime, imported only where it runs)."""
-    mlx_context = sys.modules.get("engine.runtime.mlx.context")
-    return mlx_context is not None and isinstance(target, mlx_context.MlxContext)
+def _mlx_target(target: RuntimeContext | None) -> MlxContext:
+    """The target's MLX context: an MLX drafter's loader runs beside an MLX target (LOADERS)."""
+    assert target is not None
+    return cast("MlxContext", target)
 
 
-def _folder(model: RuntimeModel | Path | None) -> Path:
+def _folder(model: TextModel | Path | None) -> Path:
     """An MLX drafter's folder: the path itself, or where a loaded model came from."""
     path = model if isinstance(model, Path) else getattr(model, "path", None)
     if path is None:
@@ -112,129 +112,132 @@ def _built(folder: Path, what: str, build: Callable[[], Built]) -> Built:
         return build()
 
 
-def _heads(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
-) -> Drafter:
-    if _on_mlx(target):
-        from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads
-
-        if model is not None:
-            raise IncompatibleDrafter(
-                "The MLX runtime reads MTP heads from the target's own folder, and runs no MTP heads from a "
-                "file of their own: choose 'mtp' alone, a Gemma 4 assistant, EAGLE-3, DFlash or a draft model."
-            )
-        if target.model.path is None:
-            raise IncompatibleDrafter(f"{target.model.name} was not loaded from a folder: it has no MTP head to read.")
-        folder = Path(target.model.path)
-        return _built(folder, "an MTP head", lambda: MlxMtpDrafter(target, load_heads(folder), max_depth=depth))
-    # the target's own file where `model` is None
-    return MtpDrafter(_llama_target(target), max_depth=depth, sidecar=_llama_file(model))
-
-
 def _from(folder: Path, drafter: Mine) -> Mine:
     """A drafter in a folder of its own, which remembers it: the acceptance ledger fingerprints it."""
     drafter.folder = folder
     return drafter
 
 
-def _assistant(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+def _llama_heads(
+    target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
 ) -> Drafter:
-    if _on_mlx(target):
-        from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant
-
-        folder = _folder(model)
-        return _from(folder, _built(folder, "a Gemma 4 assistant", lambda: MlxAssistantDrafter(
-            target, load_assistant(folder), max_depth=depth, source=folder.name)))  # fmt: skip
+    """The target's own MTP heads, or a file of them (or of Gemma 4's assistant) beside it, on llama.cpp."""
     return MtpDrafter(_llama_target(target), max_depth=depth, sidecar=_llama_file(model))
 
 
-def _dflash(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+def _mlx_heads(
+    target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
 ) -> Drafter:
-    if _on_mlx(target):
-        from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash
+    from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads
 
-        folder = _folder(model)
-        return _from(folder, _built(folder, "a DFlash drafter", lambda: MlxDflashDrafter(
-            target, load_dflash(folder), max_depth=depth, source=folder.name)))  # fmt: skip
+    mlx_target = _mlx_target(target)
+    if model is not None:
+        raise IncompatibleDrafter(
+            "The MLX runtime reads MTP heads from the target's own folder, and runs no MTP heads from a "
+            "file of their own: choose 'mtp' alone, a Gemma 4 assistant, EAGLE-3, DFlash or a draft model."
+        )
+    if mlx_target.model.path is None:
+        raise IncompatibleDrafter(f"{mlx_target.model.name} was not loaded from a folder: it has no MTP head to read.")
+    folder = Path(mlx_target.model.path)
+    return _built(folder, "an MTP head", lambda: MlxMtpDrafter(mlx_target, load_heads(folder), max_depth=depth))
+
+
+def _mlx_assistant(
+    target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
+    from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant
+
+    folder = _folder(model)
+    return _from(folder, _built(folder, "a Gemma 4 assistant", lambda: MlxAssistantDrafter(
+        _mlx_target(target), load_assistant(folder), max_depth=depth, source=folder.name)))  # fmt: skip
+
+
+def _llama_dflash(
+    target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
     return DflashDrafter(_drafter_file(model), _llama_target(target), max_depth=depth)
 
 
-def _eagle3(
-    target: RuntimeContext | None, model: RuntimeModel | Path | None, options: RunOptions, depth: int
+def _mlx_dflash(
+    target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
 ) -> Drafter:
-    if _on_mlx(target):
-        from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3
+    from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash
 
-        folder = _folder(model)
-        return _from(folder, _built(folder, "an EAGLE-3 drafter", lambda: MlxEagle3Drafter(
-            target, load_eagle3(folder), max_depth=depth, source=folder.name)))  # fmt: skip
+    folder = _folder(model)
+    return _from(folder, _built(folder, "a DFlash drafter", lambda: MlxDflashDrafter(
+        _mlx_target(target), load_dflash(folder), max_depth=depth, source=folder.name)))  # fmt: skip
+
+
+def _llama_eagle3(
+    target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
     return Eagle3Drafter(_drafter_file(model), _llama_target(target), max_depth=depth)
 
 
+def _mlx_eagle3(
+    target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
+) -> Drafter:
+    from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3
+
+    folder = _folder(model)
+    return _from(folder, _built(folder, "an EAGLE-3 drafter", lambda: MlxEagle3Drafter(
+        _mlx_target(target), load_eagle3(folder), max_depth=depth, source=folder.name)))  # fmt: skip
+
+
 NONE = DrafterKind(
-    "none",
+    kindnames.NONE,
     "no drafter",
     "no drafter: every token is a plain target pass",
     keyword=True,
     picked="None (speculation off)",
     chosen="No drafter: every token comes from a plain target pass.",
 )
-MODEL = DrafterKind(
-    ModelDrafter.kind, "a draft model", "a draft model of its own", spec_type="draft-simple", load=_model
-)
+MODEL = DrafterKind(kindnames.MODEL, "a draft model", "a draft model of its own", spec_type="draft-simple")
 NGRAM = DrafterKind(
-    NgramDrafter.kind,
+    kindnames.NGRAM,
     "n-grams",
     "an n-gram table of the conversation's own tokens (no model)",
     keyword=True,
-    load=_ngram,
     picked="n-gram prompt lookup (no model)",
     chosen="The n-gram drafter needs no model: it proposes text seen earlier.",
 )
 MTP = DrafterKind(
-    HEADS_KIND,
+    kindnames.MTP,
     "the target's MTP head",
     "the target's multi-token-prediction heads",
     reads="The target's own MTP heads, in a file of their own: they read its hidden states.",
     spec_type="draft-mtp",
     keyword=True,
-    load=_heads,
     picked="The target's own MTP head (Qwen 3.5 and others)",
     chosen="The target drafts for itself with the MTP head in its own file: nothing to match.",
 )
 ASSISTANT = DrafterKind(
-    ASSISTANT_KIND,
+    kindnames.ASSISTANT,
     "Gemma 4's assistant",
     "a Gemma 4 assistant model, which reads the target's hidden state",
     reads="Gemma 4's assistant model: it reads the target's hidden state and attends to its memory.",
     spec_type="draft-mtp",
-    load=_assistant,
 )
 DFLASH = DrafterKind(
-    DFLASH_KIND,
+    kindnames.DFLASH,
     "DFlash",
     "a DFlash drafter, which reads the target's layers",
     reads="A DFlash drafter: a block of drafts in one pass, from the target's layers.",
     spec_type="draft-dflash",
-    load=_dflash,
 )
 DSPARK = DrafterKind(
-    DSPARK_KIND,
+    kindnames.DSPARK,
     "DSpark",
     "a DSpark drafter, which reads the target's layers",
     reads="A DSpark drafter (DFlash with a Markov head): a block of drafts from the target's layers.",
     spec_type="draft-dspark",
-    load=_dflash,
 )
 EAGLE3 = DrafterKind(
-    Eagle3Drafter.kind,
+    kindnames.EAGLE3,
     "EAGLE-3",
     "an EAGLE-3 drafter, which reads three of the target's layers",
     reads="An EAGLE-3 drafter: it reads three of the target's layers.",
     spec_type="draft-eagle3",
-    load=_eagle3,
 )
 
 DFLASH_ARCHITECTURES = frozenset({"dflash"})  # GGUF architectures of each kind's files
@@ -285,16 +288,36 @@ def kind_of_spec(target_path: str | Path, spec: str | Path) -> DrafterKind:
     return kind_of_file(side, target_architecture)
 
 
+# Each kind's loader on each runtime: a kind a runtime cannot run has no entry ("none" has none anywhere).
+LOADERS: dict[tuple[str, Runtime], Loader] = {
+    **{(MODEL.name, runtime): _model for runtime in (LLAMA_RUNTIME, MLX_RUNTIME)},
+    **{(NGRAM.name, runtime): _ngram for runtime in (LLAMA_RUNTIME, MLX_RUNTIME)},
+    (MTP.name, LLAMA_RUNTIME): _llama_heads,
+    (MTP.name, MLX_RUNTIME): _mlx_heads,
+    (ASSISTANT.name, LLAMA_RUNTIME): _llama_heads,  # llama.cpp runs Gemma 4's assistant as MTP heads
+    (ASSISTANT.name, MLX_RUNTIME): _mlx_assistant,
+    **{(kind.name, LLAMA_RUNTIME): _llama_dflash for kind in (DFLASH, DSPARK)},
+    **{(kind.name, MLX_RUNTIME): _mlx_dflash for kind in (DFLASH, DSPARK)},
+    (EAGLE3.name, LLAMA_RUNTIME): _llama_eagle3,
+    (EAGLE3.name, MLX_RUNTIME): _mlx_eagle3,
+}
+
+
 def load(
     kind: DrafterKind,
     target: RuntimeContext | None,
-    model: RuntimeModel | Path | None,
+    model: TextModel | Path | None,
     options: RunOptions,
     max_depth: int = MAX_DEPTH,
 ) -> Drafter | None:
-    """The drafter of `kind` on the target's context (and `model`, its own file, where it has one)."""
-    if kind.load is None:
+    """The drafter of `kind` on the target's context (and `model`, its own file, where it has one), by its
+    loader on the runtime the options are for (LOADERS)."""
+    if kind is NONE:
         return None
     if kind.reads_target and kind is not MTP and model is None:
         raise IncompatibleDrafter(f"{kind.words.capitalize()} comes in a file of its own: name the file.")
-    return kind.load(target, model, options, max_depth)
+    runtime = runtime_named(options.runtime)
+    loader = LOADERS.get((kind.name, runtime))
+    if loader is None:
+        raise IncompatibleDrafter(f"{kind.words.capitalize()} does not draft on {runtime.label}.")
+    return loader(target, model, options, max_depth)

@@ -11,8 +11,9 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Draft, UnreadDraft, VerifyBatch, choose_draft
-from engine.runtime.protocol import MAX_BANNED, Acceleration, RunOptions, RuntimeContext, RuntimeModel
+from engine.runtime.protocol import MAX_BANNED, Acceleration, RunOptions, RuntimeContext, TextModel
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
@@ -30,11 +31,11 @@ class ModelDrafter:
     """A small model of the target's family proposes tokens one at a time, on a context of its own
     that it opens on any runtime (RuntimeModel.new_context)."""
 
-    kind = "model"
+    kind = kindnames.MODEL
     has_distribution = True
     needs_hidden_states = False
 
-    def __init__(self, model: RuntimeModel, options: RunOptions | None = None, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(self, model: TextModel, options: RunOptions | None = None, max_depth: int = MAX_DEPTH) -> None:
         self.model = model
         self.name = model.name
         self.max_depth = max_depth
@@ -70,7 +71,7 @@ class ModelDrafter:
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.ctx.n_ctx - len(history))
+        k = min(k, self.ctx.n_ctx - len(history))
         if k <= 0:
             return Draft()
         ctx = self.ctx

@@ -22,6 +22,7 @@ import llama_cpp.llama_cpp as llama
 import numpy as np
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime import Context, Model
@@ -31,10 +32,6 @@ from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 ASSISTANT_ARCHITECTURES = frozenset({"gemma4-assistant"})
-HEADS_KIND, ASSISTANT_KIND = (
-    "mtp",
-    "assistant",
-)  # its kinds' names (engine.drafting.kinds)  # heads that read the target's cache, not their own
 
 
 def _reads_the_cache_of(assistant: LoadedModel, target: LoadedModel) -> None:
@@ -72,7 +69,7 @@ class MtpDrafter(OwnPace):
         if self.shared:
             _reads_the_cache_of(model, target.model)
         self.chained = self.n_heads > 1 and not self.shared
-        self.kind = ASSISTANT_KIND if self.shared else HEADS_KIND
+        self.kind = kindnames.ASSISTANT if self.shared else kindnames.MTP
         self.head = mtp_head(target, sidecar)  # refuses a model without heads, in a sentence
         self.sidecar = sidecar
         self.ctx = self.head  # for the round's accounting of time inside llama.cpp
@@ -116,7 +113,7 @@ class MtpDrafter(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         if k <= 0:
             return Draft()
         pos0 = len(history) - 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from engine.depth import MAX_DEPTH
+from engine.drafting import kindnames
 from engine.drafting.base import Draft, OwnPace, VerifyBatch
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler
@@ -20,7 +21,7 @@ class NgramDrafter(OwnPace):
     few dictionary look-ups however long the conversation.
     """
 
-    kind = "ngram"
+    kind = kindnames.NGRAM
     name = "n-gram"
     has_distribution = False
     needs_hidden_states = False

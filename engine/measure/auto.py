@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from engine.depth import AUTO, MAX_DEPTH, Depth, RoundSeconds
 from engine.drafting import Drafter, ModelDrafter
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, explain
+from engine.measure.keys import model_file
 from engine.measure.profile import (
     Steps,
     drafting_free,
@@ -181,11 +182,11 @@ def measuring_for(
     `again` measures even where a recent measurement was refused (the user asked for it)."""
     if isinstance(drafter, ModelDrafter):
         depth = min(plan.max_depth, drafter.max_depth)
-        key = "" if again else profile_key(target.path, drafter.model.path, options)
+        key = "" if again else profile_key(model_file(target), model_file(drafter.model), options)
         return measuring_soundly(
             lambda: measuring(target, drafter.model, options, depth, plan.repeats, progress, plan.calibration_tokens),
             progress,
             key,
         )
-    key = "" if again else profile_key(target.path, target.path, options)
+    key = "" if again else profile_key(model_file(target), model_file(target), options)
     return measuring_soundly(lambda: measuring_rows(target, options, progress, plan.repeats), progress, key)

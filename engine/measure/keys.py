@@ -9,9 +9,10 @@ import os
 import platform
 from pathlib import Path
 
+from engine.errors import DraftlightError
 from engine.measure.costmodel import PROFILE_VERSION
 from engine.models.catalog import cache_dir
-from engine.runtime.protocol import RunOptions
+from engine.runtime.protocol import RunOptions, TextModel
 
 
 def machine_id() -> str:
@@ -33,6 +34,13 @@ def file_id(path: Path) -> str:
         return f"{path.name}:{sum(w.st_size for w in weights)}:{max((w.st_mtime_ns for w in weights), default=0)}"
     st = path.stat()
     return f"{path.name}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def model_file(model: TextModel) -> Path:
+    """The file or folder a loaded model came from, which its box profiles are keyed and named by."""
+    if model.path is None:
+        raise DraftlightError(f"{model.name} was built in memory: it has no file to key a box profile by.")
+    return model.path
 
 
 def profile_key(target: Path, drafter: Path, options: RunOptions) -> str:

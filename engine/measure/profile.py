@@ -18,11 +18,10 @@ from pathlib import Path
 from engine.drafting import Drafter, ModelDrafter
 from engine.errors import DraftlightError
 from engine.measure.costmodel import PROFILE_VERSION, BoxProfile
-from engine.measure.keys import machine_id, profile_key, profile_path
+from engine.measure.keys import machine_id, model_file, profile_key, profile_path
 from engine.measure.soundness import ProfileRefused, impossible, note_refusal, problem_of, recent_refusal, refusal
 from engine.measure.timing import Steps, measure, measuring_rows, run_steps
 from engine.models.catalog import cache_dir
-from engine.runtime import Model, RuntimeOptions
 from engine.runtime.protocol import RunOptions, TextModel
 
 
@@ -65,12 +64,12 @@ def save_profile(profile: BoxProfile) -> Path:
     return path
 
 
-def profile_for(target: Model, drafter: Model, options: RuntimeOptions, progress=None) -> BoxProfile:
+def profile_for(target: TextModel, drafter: TextModel, options: RunOptions, progress=None) -> BoxProfile:
     """The saved profile, or a fresh measurement (saved) if the box, models or runtime changed."""
-    found = load_profile(target.path, drafter.path, options)
+    found = load_profile(model_file(target), model_file(drafter), options)
     if found is not None:
         return found
-    key = profile_key(target.path, drafter.path, options)
+    key = profile_key(model_file(target), model_file(drafter), options)
     return measured_soundly(lambda: measure(target, drafter, options, progress=progress), progress, key)
 
 
@@ -121,14 +120,14 @@ def _said_as(steps: Steps, prefix: str) -> Steps:
         steps.close()
 
 
-def profile_for_target_only(target: Model, options: RuntimeOptions, progress=None) -> BoxProfile:
+def profile_for_target_only(target: TextModel, options: RunOptions, progress=None) -> BoxProfile:
     """Row costs for drafters with no model: a saved profile's rows if one exists, else measured (and saved)."""
-    found = saved_rows(target.path, options)
+    found = saved_rows(model_file(target), options)
     if found is not None:
         return found
     if progress is None:
         raise DraftlightError("No box profile for this target yet: run `draftlight tune` or pick Auto once.")
-    key = profile_key(target.path, target.path, options)
+    key = profile_key(model_file(target), model_file(target), options)
     return measured_soundly(lambda: _measure_rows(target, options, progress), progress, key)
 
 
@@ -153,7 +152,7 @@ def saved_rows(target: Path, options: RunOptions) -> BoxProfile | None:
     return None
 
 
-def _measure_rows(target: Model, options: RuntimeOptions, progress) -> BoxProfile:
+def _measure_rows(target: TextModel, options: RunOptions, progress) -> BoxProfile:
     return run_steps(measuring_rows(target, options, progress))
 
 
@@ -171,7 +170,7 @@ def saved_pair_profile(target: TextModel, drafter: Drafter | None, options: RunO
     if drafter is None:
         return None
     if isinstance(drafter, ModelDrafter):
-        return load_profile(target.path, drafter.model.path, options)
+        return load_profile(model_file(target), model_file(drafter.model), options)
     rows = saved_target_profile(target, options)
     return drafting_free(rows, drafter.name) if rows else None
 

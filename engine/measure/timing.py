@@ -15,9 +15,9 @@ from engine.drafting import ModelDrafter
 from engine.drafting.model import step_plan
 from engine.events import RoundEvent
 from engine.measure.costmodel import BoxProfile, conditional_acceptance
-from engine.measure.keys import machine_id, profile_key
+from engine.measure.keys import machine_id, model_file, profile_key
 from engine.measure.soundness import LoadMeter, MachineLoad, spread
-from engine.runtime import Model, RuntimeOptions
+from engine.runtime.protocol import RunOptions, TextModel
 from engine.speculative import GenerationConfig, Prefill, generate
 
 CALIBRATION_PROMPTS = (
@@ -58,7 +58,7 @@ def _times(fn, repeats: int) -> list[float]:
     return times
 
 
-def _calibration_prompt(target: Model) -> list[int]:
+def _calibration_prompt(target: TextModel) -> list[int]:
     return tokenize_prompt(target, template_for(target).render([Message("user", CALIBRATION_PROMPTS[0])]))
 
 
@@ -66,7 +66,7 @@ GRAPH_WARM_PASSES = 2  # ggml-cuda runs a new shape directly, captures it on the
 
 
 def timing_rows(
-    target: Model, options: RuntimeOptions, prompt: list[int], max_depth: int, repeats: int, say, total: int = 0
+    target: TextModel, options: RunOptions, prompt: list[int], max_depth: int, repeats: int, say, total: int = 0
 ) -> Generator[MeasureStep, None, tuple[list[float], float, list[float]]]:
     """Median seconds of a target pass of 1..max_depth+1 rows, after the prompt, sizes interleaved;
     of undoing a rejected draft (all but the first row of the largest pass); and each size's spread.
@@ -116,9 +116,9 @@ def timing_rows(
 
 
 def measure(
-    target: Model,
-    drafter: Model,
-    options: RuntimeOptions,
+    target: TextModel,
+    drafter: TextModel,
+    options: RunOptions,
     max_depth: int = MAX_DEPTH,
     repeats: int = 7,
     progress=None,
@@ -129,9 +129,9 @@ def measure(
 
 
 def measuring(
-    target: Model,
-    drafter: Model,
-    options: RuntimeOptions,
+    target: TextModel,
+    drafter: TextModel,
+    options: RunOptions,
     max_depth: int = MAX_DEPTH,
     repeats: int = 7,
     progress=None,
@@ -245,10 +245,10 @@ def measuring(
         step_s = max(step_s, (deep - rows_s[max_depth] - overhead) / max_depth)
         catch_up = 0.0
     return BoxProfile(
-        key=profile_key(target.path, drafter.path, options),
+        key=profile_key(model_file(target), model_file(drafter), options),
         machine=machine_id(),
-        target=target.path.name,
-        drafter=drafter.path.name,
+        target=model_file(target).name,
+        drafter=model_file(drafter).name,
         runtime=options.runtime_version(),
         mode=options.mode,
         threads=options.threads,
@@ -296,7 +296,7 @@ def price_steps(
 NEUTRAL_PRIOR = 0.5
 
 
-def measuring_rows(target: Model, options: RuntimeOptions, progress=None, repeats: int = 7) -> Steps:
+def measuring_rows(target: TextModel, options: RunOptions, progress=None, repeats: int = 7) -> Steps:
     """The target's rows and rollback alone, as steps: the profile of a drafter with no model of its own."""
     meter = LoadMeter()
     say = progress or (lambda _m: None)
@@ -304,9 +304,9 @@ def measuring_rows(target: Model, options: RuntimeOptions, progress=None, repeat
         target, options, _calibration_prompt(target), MAX_DEPTH, repeats, say
     )
     return BoxProfile(
-        key=profile_key(target.path, target.path, options),
+        key=profile_key(model_file(target), model_file(target), options),
         machine=machine_id(),
-        target=target.path.name,
+        target=model_file(target).name,
         drafter="(none)",
         runtime=options.runtime_version(),
         mode=options.mode,

@@ -8,10 +8,12 @@ when the drafter loads); a file that does not fit is named with the reason.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.drafting import kinds
+from engine.drafting.dflash import LAYER_INPUT_ARCHITECTURES
 from engine.errors import DraftlightError, IncompatibleDrafter
 from engine.models import catalog, mlx_compat
 from engine.runtime.gguf import GGUFInfo, read_gguf
@@ -31,36 +33,87 @@ class Discovery:
 
 
 def _width(info: GGUFInfo) -> int | None:
-    value = info.metadata.get(f"{info.architecture}.embedding_length")
-    return value if isinstance(value, int) else None
+    return _whole(info.metadata.get(f"{info.architecture}.embedding_length"))
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+SAID = {
+    kinds.DFLASH: "a DFlash drafter",
+    kinds.DSPARK: "a DFlash drafter",
+    kinds.EAGLE3: "an EAGLE-3 drafter",
+    kinds.ASSISTANT: "a Gemma 4 assistant model",
+}
+# What a Gemma 4 assistant reads of the target's cache: its shape must be the target's (engine.drafting.mtp).
+CACHE_SHAPE = {
+    "attention.head_count_kv": "reading a cache of {} key/value heads, and {}'s has {}",
+    "attention.key_length": "reading keys {} wide, and {}'s are {} wide",
+}
 
 
 def fits(target: GGUFInfo, side: GGUFInfo) -> tuple[str, str]:
-    """(what the file is, in words; why it does not fit this target, or "")."""
-    width, arch = _width(target), side.architecture
+    """(what the file is, in words; why it does not fit this target, or ""): what each kind needs of its
+    target, from the headers alone: its width, the layers it reads inside the target's depth and handed out
+    by llama.cpp for its architecture, an assistant's family and the shape of the cache it reads. The pairing
+    doctor, `--drafter auto` and the load path (engine.pairloading) refuse by this one rule."""
     kind = kinds.kind_of_file(side, target.architecture)
-    if kind in (kinds.DFLASH, kinds.DSPARK):
-        theirs = _width(side)
-        said = "a DFlash drafter"
-    elif kind is kinds.EAGLE3:
-        value = side.metadata.get(f"{arch}.target_hidden_size")
-        theirs = value if isinstance(value, int) else None
-        said = "an EAGLE-3 drafter"
+    if not kind.reads_target:
+        return side.architecture, f"is a {side.architecture} model, not a drafter this target can use"
+    said = SAID.get(kind, f"{target.name}'s MTP head in a file of its own")
+    why_not = next((why for why in _needs(target, side, kind) if why), "")
+    return said, f"is {said} {why_not}: it was trained for another target" if why_not else ""
+
+
+def _needs(target: GGUFInfo, side: GGUFInfo, kind: kinds.DrafterKind) -> Iterator[str]:
+    """Each thing a GGUF drafter needs of the target, as the clause saying it does not hold ("" where it holds);
+    the kinds' loaders (engine.drafting.dflash, eagle3, mtp) check the same of the loaded files."""
+    width, meta = _width(target), side.metadata
+    if kind is kinds.EAGLE3:
+        theirs = _whole(meta.get(f"{side.architecture}.target_hidden_size"))
     elif kind is kinds.ASSISTANT:  # it reads the target's final hidden state
-        value = side.metadata.get(f"{arch}.embedding_length_out")
-        theirs = value if isinstance(value, int) else None
-        said = "a Gemma 4 assistant model"
-    elif kind is kinds.MTP:
-        theirs = _width(side)
-        said = f"{target.name}'s MTP head in a file of its own"
+        theirs = _whole(meta.get(f"{side.architecture}.embedding_length_out"))
     else:
-        return arch, f"is a {arch} model, not a drafter this target can use"
+        theirs = _width(side)
     if theirs != width:
-        return (
-            said,
-            f"is {said} for a model {theirs} wide, and {target.name} is {width} wide: it was trained for another target",
+        yield f"for a model {theirs} wide, and {target.name} is {width} wide"
+    if kind is kinds.ASSISTANT:
+        if target.architecture not in mlx_compat.ASSISTANT_TARGETS:
+            yield f"made for a Gemma 4 target, and {target.name} is {target.architecture}"
+        for key, words in CACHE_SHAPE.items():
+            ours, theirs_ = target.metadata.get(f"{target.architecture}.{key}"), meta.get(f"{side.architecture}.{key}")
+            yield words.format(theirs_, target.name, ours) if ours != theirs_ else ""
+    if kind in (kinds.DFLASH, kinds.DSPARK, kinds.EAGLE3):
+        yield from _layers_needed(target, side, kind)
+
+
+def _layers_needed(target: GGUFInfo, side: GGUFInfo, kind: kinds.DrafterKind) -> Iterator[str]:
+    """The target's layers a DFlash or EAGLE-3 drafter reads: named, inside the target's depth (EAGLE-3's
+    may name the layer past the last, the final state), and handed out by llama.cpp for its architecture."""
+    value = side.metadata.get(f"{side.architecture}.target_layers")
+    if not isinstance(value, list):  # not in the header (or past the reader's bound): llama.cpp's loader decides
+        return
+    reads = [i for i in value if _whole(i) is not None]
+    depth = _whole(target.metadata.get(f"{target.architecture}.block_count")) or 0
+    if kind is kinds.EAGLE3 and len(reads) != 3:
+        yield f"naming {len(reads)} of the target's layers to read, where EAGLE-3 reads three"
+        return
+    if not reads:
+        yield "naming none of the target's layers to read"
+        return
+    handed_out = target.architecture in LAYER_INPUT_ARCHITECTURES
+    if not handed_out and (kind is not kinds.EAGLE3 or min(reads) < depth):
+        yield (
+            f"reading the target's layers, which llama.cpp does not hand out for {target.name}'s architecture "
+            f"({target.architecture})"
         )
-    return said, ""
+    last = depth if kind is kinds.EAGLE3 else depth - 1  # EAGLE-3's layer `depth`: the final hidden state
+    if not all(0 <= i <= last for i in reads):
+        yield (
+            f"reading the target's layers {mlx_compat.said_and(sorted(reads))}, and {target.name} has layers 0 "
+            f"to {depth - 1}{' and its final state' if kind is kinds.EAGLE3 else ''}"
+        )
 
 
 def discover(target_path: str | Path) -> Discovery:

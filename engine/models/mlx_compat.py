@@ -194,7 +194,7 @@ def _needs(target: MlxFolder, side: MlxFolder, kind: kinds.DrafterKind):
         yield f"made for a Gemma 4 target, and the target is {target.architecture}"
     reads = _layers_read(side, kind, flash)
     if target.layers is not None and any(not 0 <= i < target.layers for i in reads):
-        yield f"reading the target's layers {_and(reads)}, and the target has layers 0 to {target.layers - 1}"
+        yield f"reading the target's layers {said_and(reads)}, and the target has layers 0 to {target.layers - 1}"
     if kind is kinds.EAGLE3:
         yield _vocabulary_map(target, side)
 
@@ -210,7 +210,7 @@ def made_for(target: MlxFolder, side: MlxFolder) -> bool:
     return kind.reads_target and _whole(trained) and trained == target.layers
 
 
-def _and(numbers: list[int]) -> str:
+def said_and(numbers: list[int]) -> str:
     """ "0", "0 and 5", "-5, 1 and 2"."""
     words = [str(n) for n in numbers]
     return " and ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} and {words[-1]}"

@@ -15,7 +15,7 @@ import json
 import queue
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -167,7 +167,7 @@ class Endpoint:
             why = str(exc) or type(exc).__name__
         return f"Could not reach {self.host}: {why}."
 
-    def stream(self, path: str, body: dict, cancelled: Callable[[], bool]) -> Iterator[dict | str]:
+    def stream(self, path: str, body: dict, cancelled: Callable[[], bool]) -> Generator[dict | str, None, None]:
         """The `data:` items of a server-sent event stream, JSON-decoded where they are JSON.
 
         Leaving the iterator (or `cancelled()` turning true, which ends it) closes the

@@ -187,7 +187,8 @@ def check_line(d: dict) -> None:
 
 def thermal_of(box: dict) -> ThermalReading:
     """The reading in a box line; a field of the wrong kind reads as unknown."""
-    thermal = box.get("thermal") if isinstance(box.get("thermal"), dict) else {}
+    found = box.get("thermal")
+    thermal = found if isinstance(found, dict) else {}
     try:
         state = ThermalState(thermal.get("state"))
     except ValueError:

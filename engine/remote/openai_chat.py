@@ -82,8 +82,8 @@ class Reply:
         for choice in choices if isinstance(choices, list) else ():  # a chunk is untrusted: 7 is no list
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-            text = self._text(delta)
+            found = choice.get("delta")
+            text = self._text(found if isinstance(found, dict) else {})
             if text:
                 now = time.perf_counter()
                 self.first_at = self.first_at or now
@@ -116,8 +116,9 @@ class Reply:
 
 def _count(d: dict | None, key: str) -> int | None:
     value = d.get(key) if d else None
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    return int(value) if number and math.isfinite(value) and value >= 0 else None  # JSON's Infinity is no count
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if math.isfinite(value) and value >= 0 else None  # JSON's Infinity is no count
 
 
 class OpenAIRemote:

@@ -122,6 +122,9 @@ class MlxLmArms(OracleArms):
     """mlx-lm's own loops on the modules our MLX engine loaded (a draft model's, where it drafts)."""
 
     def __init__(self, ours: Engine) -> None:
+        from engine.runtime.mlx.model import MlxModel
+
+        assert isinstance(ours.target, MlxModel)  # run_mlx_bench loads `ours` on the "mlx" runtime
         self.target = ours.target
         drafter = getattr(ours.drafter, "model", None)  # a draft model's; a drafter reading the target has none
         self.drafter = drafter.module if drafter is not None else None
@@ -156,20 +159,21 @@ def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchRe
     arms = mlx_arms(config)
     reads_target = config.kind != kinds.MODEL.name
     ours = OurArms(config.target, config.drafter or config.kind, "mlx", options)
-    runners: dict[str, object] = {OURS: ours, MLX_LM: MlxLmArms(ours.engine)}
+    runners: dict[str, OurArms | OracleArms] = {OURS: ours, MLX_LM: MlxLmArms(ours.engine)}
+    llama: OurArms | None = None
     notes: list[str] = []
     try:
         if reads_target:
             runners[MLX_VLM] = MlxVlmArms(config.target, config.drafter, config.kind)
-        if any(a.engine == OURS_LLAMA for a in arms):
-            runners[OURS_LLAMA] = OurArms(config.target_gguf, config.drafter_gguf, "llama", options)
+        if config.target_gguf and config.drafter_gguf and any(a.engine == OURS_LLAMA for a in arms):
+            llama = runners[OURS_LLAMA] = OurArms(config.target_gguf, config.drafter_gguf, "llama", options)
         rendered = {
             p.name: ours.engine.render([Message("user", p.text)], thinking=config.thinking) for p in config.prompts
         }
         ids = {name: ours.engine.tokenize_prompt(text) for name, text in rendered.items()}
         llama_ids = dict(ids)
-        if OURS_LLAMA in runners:
-            llama_ids = {name: runners[OURS_LLAMA].engine.tokenize_prompt(text) for name, text in rendered.items()}
+        if llama is not None:
+            llama_ids = {name: llama.engine.tokenize_prompt(text) for name, text in rendered.items()}
             notes += [
                 f"{n}: the GGUF's tokenizer gives other ids than the MLX folder's"
                 for n in ids
@@ -179,7 +183,7 @@ def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchRe
     finally:
         for runner in reversed(list(runners.values())):
             runner.close()
-    cfg = {
+    cfg: dict[str, object] = {
         "runtime": "mlx",
         "target": str(config.target),
         "drafter": str(config.drafter) if config.drafter else None,
@@ -203,7 +207,14 @@ def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchRe
     return BenchResult(cfg, machine, rendered, records, notes)
 
 
-def _interleaved(config, arms, runners, ids, llama_ids, progress: Progress) -> list[RunRecord]:
+def _interleaved(
+    config: MlxBenchConfig,
+    arms: list[Arm],
+    runners: dict[str, OurArms | OracleArms],
+    ids: dict[str, list[int]],
+    llama_ids: dict[str, list[int]],
+    progress: Progress,
+) -> list[RunRecord]:
     records: list[RunRecord] = []
     total, done, started = config.repeats * len(config.prompts) * len(arms), 0, time.monotonic()
     for repeat in range(config.repeats):

@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,9 +38,10 @@ class Cell:
     depth_used: str = ""
 
 
-def _med(values: list[float]) -> float:
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    return statistics.median(values) if values else float("nan")
+def _med(values: Iterable[float | None]) -> float:
+    """The median, None and NaN left out; NaN where nothing is left."""
+    kept = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.median(kept) if kept else float("nan")
 
 
 def _engine(arm: str) -> str:
@@ -116,7 +118,7 @@ def _cell(arm: str, prompt: str, runs: list[RunRecord], plain: list[RunRecord]) 
         c.acceptance = [_med([r.acceptance_per_position[i] for r in runs if i < len(r.acceptance_per_position)])
                         for i in range(max(len(r.acceptance_per_position) for r in runs))]  # fmt: skip
         if not c.acceptance and first.accepted is not None:
-            c.acceptance = [_med([r.accepted / r.drafted for r in runs if r.drafted])]
+            c.acceptance = [_med([r.accepted / r.drafted for r in runs if r.drafted and r.accepted is not None])]
     if first.rounds:  # both engines write the first token from the prefill: decode rounds write the rest
         c.mean_length = (first.generated_tokens - 1) / first.rounds
     if plain and not arm.endswith("d0") and not arm.endswith("d0 repack"):
@@ -130,13 +132,9 @@ def _cell(arm: str, prompt: str, runs: list[RunRecord], plain: list[RunRecord]) 
     elif arm.endswith("d0") or arm.endswith("d0 repack"):
         c.speedup, c.round_cost = 1.0, 1.0
     if first.draft_s is not None and first.rounds:
-        c.split_ms = {
-            "draft": _med([r.draft_s / r.rounds * 1e3 for r in runs]),
-            "verify": _med([r.verify_s / r.rounds * 1e3 for r in runs]),
-            "commit": _med([(r.commit_s - r.rewind_s) / r.rounds * 1e3 for r in runs]),
-            "rewind": _med([r.rewind_s / r.rounds * 1e3 for r in runs]),
-        }
-        c.overhead_ms = _med([r.overhead_s / r.rounds * 1e3 for r in runs])
+        splits = [s for s in map(_split_ms, runs) if s is not None]
+        c.split_ms = {part: _med([s[part] for s in splits]) for part in ("draft", "verify", "commit", "rewind")}
+        c.overhead_ms = _med([s["overhead"] for s in splits])
     if first.predicted_speedup is not None:
         c.predicted_speedup = _med([r.predicted_speedup for r in runs])
         depths = [d for r in runs[:1] for d in r.depth_used]
@@ -144,6 +142,20 @@ def _cell(arm: str, prompt: str, runs: list[RunRecord], plain: list[RunRecord]) 
             counts = {d: depths.count(d) for d in sorted(set(depths))}
             c.depth_used = " ".join(f"{d}:{n}" for d, n in counts.items())
     return c
+
+
+def _split_ms(r: RunRecord) -> dict[str, float] | None:
+    """Our round split into its parts, in ms per round; None for a run that has none (llama.cpp's)."""
+    draft, verify, commit, rewind, overhead = r.draft_s, r.verify_s, r.commit_s, r.rewind_s, r.overhead_s
+    if not r.rounds or draft is None or verify is None or commit is None or rewind is None or overhead is None:
+        return None
+    return {
+        "draft": draft / r.rounds * 1e3,
+        "verify": verify / r.rounds * 1e3,
+        "commit": (commit - rewind) / r.rounds * 1e3,
+        "rewind": rewind / r.rounds * 1e3,
+        "overhead": overhead / r.rounds * 1e3,
+    }
 
 
 def _median_runs(runs: list[RunRecord]) -> dict[str, RunRecord]:
@@ -259,15 +271,13 @@ def markdown(result: BenchResult) -> str:
                 f"{s['rewind']:.3f} | {_f(c.overhead_ms, '{:.2f}')} |"
             )
         lines.append("")
-    auto = [c for c in cells if c.predicted_speedup is not None]
+    auto = [(c, c.predicted_speedup) for c in cells if c.predicted_speedup is not None]
     if auto:
         lines += ["## Auto depth: predicted vs measured speedup", ""]
         lines += ["| prompt | depths used (depth:rounds) | predicted | measured | error |", "|---|---|---:|---:|---:|"]
-        for c in auto:
-            err = (c.predicted_speedup / c.speedup - 1) * 100 if c.speedup else None
-            lines.append(
-                f"| {c.prompt} | {c.depth_used} | {c.predicted_speedup:.2f} | {_f(c.speedup)} | {_f(err, '{:+.1f}%')} |"
-            )
+        for c, predicted in auto:
+            err = (predicted / c.speedup - 1) * 100 if c.speedup else None
+            lines.append(f"| {c.prompt} | {c.depth_used} | {predicted:.2f} | {_f(c.speedup)} | {_f(err, '{:+.1f}%')} |")
         lines.append("")
     wrong = mismatches(result)
     lines += ["## Correctness", ""]
@@ -323,12 +333,12 @@ def plots(cells: list[Cell], out_dir: Path) -> dict[str, Path]:
     index = {(c.prompt, c.arm): c for c in cells}
     # One hue per arm kind (d0, d1, ..., ngram, repack), dark for ours, light for llama.cpp.
     hues = list(dict.fromkeys(_depth(arm) for arm in arms))
-    palette = plt.get_cmap("tab20").colors
+    palette = plt.get_cmap("tab20")  # 20 colors: an integer picks one (RGBA, opaque)
     fig, ax = plt.subplots(figsize=(max(8, len(prompts) * 1.8), 5.5))
     width = 0.8 / len(arms)
     for i, arm in enumerate(arms):
         ys = [index[(p, arm)].decode_tps if (p, arm) in index else 0 for p in prompts]
-        color = palette[(2 * hues.index(_depth(arm)) + (_engine(arm) != "ours")) % len(palette)]
+        color = palette((2 * hues.index(_depth(arm)) + (_engine(arm) != "ours")) % palette.N)
         ax.bar([j + i * width for j in range(len(prompts))], ys, width, label=arm, color=color)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(prompts))], prompts)
     ax.set_ylabel("decode tok/s")

@@ -8,11 +8,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.chat import Message
 from engine.depth import AUTO, Depth
-from engine.drafting import kinds
-from engine.events import RoundEvent
+from engine.drafting import Drafter, kinds
+from engine.errors import DraftlightError
+from engine.events import RoundEvent, RunStats
 from engine.measure.costmodel import speculation_pays, why_plain
 from engine.measure.profile import profile_for
 from engine.measure.thermal import read_thermal, wait_until_cool
@@ -20,6 +22,10 @@ from engine.ruler.prompts import BenchPrompt
 from engine.runtime import RuntimeOptions, runtime_version, system_info
 from engine.session import Engine
 from engine.speculative import GenerationConfig
+
+if TYPE_CHECKING:
+    from engine.ruler.oracle import OracleServer
+    from engine.ruler.oracle_build import OracleBuild
 
 Progress = Callable[[str], None]
 WARMUP_TOKENS = 8
@@ -111,7 +117,7 @@ class BenchResult:
 def describe_machine(threads: int) -> dict:
     import os
 
-    info = {
+    info: dict[str, str | int | float | None] = {
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": platform.processor() or "",
@@ -157,27 +163,29 @@ class OursRunner:
         self.config = config
         self.engines: dict[bool, Engine] = {}
         self.readers: dict[tuple[bool, str], Engine] = {}  # (fast, kind) -> an engine on the shared model
-        self.drafters: dict[tuple[bool, str], object] = {}
+        self.drafters: dict[tuple[bool, str], Drafter] = {}
+        pairs: dict[bool, tuple[Model, Model]] = {}  # layout -> its target and draft model
         fast_wanted = {a.fast for a in config.arms if a.engine == "ours"} or {False}
         for fast in sorted(fast_wanted):
             options = RuntimeOptions(n_ctx=config.n_ctx, n_threads=config.threads, exact=not fast)
-            engine = Engine(Model(config.target, options), None, options)
+            target = Model(config.target, options)
+            engine = Engine(target, None, options)
             self.engines[fast] = engine
             wanted = {a.drafter for a in config.arms if a.engine == "ours" and a.fast == fast}
             if kinds.MODEL.name in wanted and config.drafter is not None:
-                self.drafters[(fast, kinds.MODEL.name)] = ModelDrafter(Model(config.drafter, options), options)
+                draft_model = Model(config.drafter, options)
+                self.drafters[(fast, kinds.MODEL.name)] = ModelDrafter(draft_model, options)
+                pairs[fast] = (target, draft_model)
             self.drafters[(fast, kinds.NGRAM.name)] = NgramDrafter()
             for kind in sorted(wanted & set(config.drafters)):
                 reader = Engine(engine.target, None, options)
                 self.readers[(fast, kind)] = reader
                 reader.set_drafter(*load_drafter(engine.target, config.drafters[kind], options, target_ctx=reader.ctx))
         self.plain_auto: dict[bool, str] = {}  # layout -> why its Auto arm decodes plainly on the fast one
-        for (fast, kind), drafter in list(self.drafters.items()):
-            if kind == kinds.MODEL.name and any(
-                a.engine == "ours" and a.depth == AUTO and a.fast == fast for a in config.arms
-            ):
-                engine = self.engines[fast]
-                profile = profile_for(engine.target, drafter.model, engine.options)  # saved, or measured as Auto does
+        for fast, (target, draft_model) in pairs.items():
+            if any(a.engine == "ours" and a.depth == AUTO and a.fast == fast for a in config.arms):
+                # the saved profile, or one measured as Auto does
+                profile = profile_for(target, draft_model, self.engines[fast].options)
                 if not speculation_pays(profile):
                     self.plain_auto[fast] = why_plain(profile)
                     if True not in self.engines:
@@ -209,7 +217,7 @@ class OursRunner:
                 depths.append(event.drafted)
             stats = event
         tuner = engine.auto if arm.depth == AUTO and not plain else None
-        assert stats is not None
+        assert isinstance(stats, RunStats)  # a stream's last event is its run's stats
         return RunRecord(
             arm=arm.name,
             prompt=prompt.name,
@@ -247,10 +255,10 @@ class OursRunner:
 class OracleRunner:
     """Stock llama.cpp's arms: one llama-server per arm, kept for the whole run."""
 
-    def __init__(self, config: BenchConfig, build) -> None:
+    def __init__(self, config: BenchConfig, build: OracleBuild) -> None:
         from engine.ruler import oracle
 
-        self.servers = {}
+        self.servers: dict[str, OracleServer] = {}
         threads = config.threads or RuntimeOptions().threads
         for arm in config.arms:
             if arm.engine != "llama.cpp":
@@ -258,10 +266,15 @@ class OracleRunner:
             if arm.depth == 0:
                 server = oracle.serve_plain(build, config.target, threads, config.n_ctx, arm.fast)
             else:
+                spec_type = kinds.KINDS[arm.drafter].spec_type
+                if arm.depth == AUTO or spec_type is None:  # cli.arms_for asks for neither
+                    raise DraftlightError(
+                        f"Stock llama.cpp has no arm {arm.name}: it drafts a fixed depth of a kind it has."
+                    )
                 spec = str(config.drafter) if arm.drafter == kinds.MODEL.name else config.drafters[arm.drafter]
                 server = oracle.serve_speculative(
                     build, config.target, None if spec == kinds.MTP.name else Path(spec), arm.depth, threads,
-                    config.n_ctx, arm.fast, kinds.KINDS[arm.drafter].spec_type,
+                    config.n_ctx, arm.fast, spec_type,
                 )  # fmt: skip
             server.start()
             self.servers[arm.name] = server
@@ -292,7 +305,7 @@ class OracleRunner:
             server.close()
 
 
-def run_bench(config: BenchConfig, oracle_build=None, progress: Progress = print) -> BenchResult:
+def run_bench(config: BenchConfig, oracle_build: OracleBuild | None = None, progress: Progress = print) -> BenchResult:
     """Every arm on every prompt, repeats interleaved, a warm-up and a cool-down before each run."""
     threads = config.threads or RuntimeOptions().threads
     ours = OursRunner(config)
@@ -320,6 +333,7 @@ def run_bench(config: BenchConfig, oracle_build=None, progress: Progress = print
                 shift = (repeat + config.prompts.index(prompt)) % len(arms)
                 for arm in arms[shift:] + arms[:shift]:
                     runner = ours if arm.engine == "ours" else theirs
+                    assert runner is not None  # llama.cpp's arms are left out above where it is not running
                     reading, waited = wait_until_cool(config.cool_timeout_s, fixed_pause_s=config.cool_pause_s)
                     runner.run(arm, prompt, rendered[prompt.name], WARMUP_TOKENS)
                     record = runner.run(arm, prompt, rendered[prompt.name], config.n_tokens)

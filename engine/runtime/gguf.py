@@ -36,6 +36,10 @@ INT64_MAX = (1 << 63) - 1
 # tens of thousands of tensors.)
 MAX_STRING_BYTES = 16 << 20
 MAX_ARRAY_ITEMS = 1 << 26
+# Small arrays read even where arrays are skipped: the target layers a drafter reads (DFlash, EAGLE-3),
+# which the pairing rules check against the target's depth from the header alone (engine.models.discover).
+KEPT_ARRAYS = (".target_layers",)
+MAX_KEPT_ITEMS = 64
 MAX_KV_PAIRS = 1 << 20
 MAX_TENSORS = 1 << 20
 MAX_TENSOR_BYTES = 1 << 40  # the largest single tensors (a giant MoE's experts) hold a few GB
@@ -221,7 +225,7 @@ class _Reader:
             raise self.corrupt(f"{key!r} is an array of value type {item_type}, which GGUF does not define")
         n = self.count(f"the item count of {key!r}", _MIN_BYTES[item_type], MAX_ARRAY_ITEMS)
         if item_type in _SCALARS:
-            if not keep_arrays:
+            if not keep_arrays and not (key.endswith(KEPT_ARRAYS) and n <= MAX_KEPT_ITEMS):
                 self.skip(_MIN_BYTES[item_type] * n, f"the items of {key!r}")
                 return None
             fmt = _SCALARS[item_type]

@@ -75,6 +75,8 @@ class RunOptions(Protocol):
     what a box profile is keyed by."""
 
     runtime: ClassVar[str]  # "llama" or "mlx" (engine.runtime.formats.RUNTIMES)
+    # Each runtime's options are a frozen dataclass: a caller varies one with dataclasses.replace.
+    __dataclass_fields__: ClassVar[dict[str, Any]]
     pipelined_rounds: ClassVar[bool]  # a round may overlap its next step, so it can take less than a lone pass
 
     @property
@@ -240,6 +242,12 @@ class RuntimeContext(Protocol):
     def decode_unread(self, last: int, draft: LaunchedDraft) -> np.ndarray:
         """The verify's rows for [last, *draft] where the draft is still on this device (Draft.unread):
         its ids taken in as they stand, one wait for the rows and the draft's tokens together."""
+        ...
+
+    def pipeline_greedy(self, banned: tuple[int, ...]) -> None:
+        """The next decode is a plain step whose token is its row's argmax (`banned` aside), and a plain
+        step follows it: a context may launch that step on the device's own guess before the rows are
+        read (MLX, as mlx-lm's generate_step); one whose guess was wrong drops it."""
         ...
 
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:

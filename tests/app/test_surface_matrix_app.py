@@ -40,8 +40,8 @@ def plain_ids(folders) -> dict[str, list[int]]:
     return found
 
 
-def window_on(qtbot, tmp_path, target: str, drafter: str) -> MainWindow:
-    prefs = settings.Preferences(target=target, drafter=drafter, max_tokens=TOKENS, depth=2)
+def window_on(qtbot, tmp_path, target: str, drafter: str, depth: int = 2) -> MainWindow:
+    prefs = settings.Preferences(target=target, drafter=drafter, max_tokens=TOKENS, depth=depth)
     window = MainWindow(store_path=tmp_path / "conversations.sqlite3", prefs=prefs)
     qtbot.addWidget(window)
     window.show()
@@ -66,6 +66,16 @@ def test_the_window_loads_each_kind_and_replies_with_depth_0s_ids(
     assert list(stats.token_ids) == plain_ids[target] and stats.drafted > 0
     if copies:
         assert stats.accepted > 0 and TokenKind.ACCEPTED in {t.kind for t in window.reply_tokens}
+    window.close()
+
+
+def test_a_capped_kind_asked_for_depth_4_drafts_its_cap_in_the_window(qtbot, tmp_path, folders, plain_ids, send):
+    """As `draftlight chat` does (test_surface_matrix): DFlash's block of 4 drafts 3, asked for 4."""
+    window = window_on(qtbot, tmp_path, spec(folders, "qwen35"), spec(folders, "dflash"), depth=4)
+    assert window.worker.engine.drafter.max_depth == 3
+    stats = send(window, PROMPT)
+    assert stats.depth == 4 and list(stats.token_ids) == plain_ids["qwen35"]
+    assert len(stats.drafted_per_position) == 3 and stats.drafted_per_position[0] > 0
     window.close()
 
 

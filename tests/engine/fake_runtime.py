@@ -96,6 +96,9 @@ class FakeContext:
     def host_syncs(self) -> int | None:
         return None  # no device to wait for
 
+    def pipeline_greedy(self, banned: tuple[int, ...]) -> None:
+        """Nothing launched ahead: every decode is done when it returns."""
+
     @property
     def can_rewind(self) -> bool:
         return True

@@ -77,21 +77,55 @@ def test_a_box_where_drafts_pay_keeps_the_pair(cache, target_path, drafter_path)
     assert stats.depth == AUTO and stats.drafted > 0
 
 
-def test_the_first_auto_reply_goes_plain_once_the_box_is_measured(cache, target_path, drafter_path):
-    """No profile at load: the pair loads as asked; when Auto's profile (saved here in place of
-    the first reply's measurement) says drafts cannot pay, the reply already runs plain."""
+def test_an_auto_reply_whose_verdict_changes_does_not_reload_within_the_reply(
+    cache, target_path, drafter_path, monkeypatch
+):
+    """No profile at load: the pair loads as asked. When Auto's profile (saved here in place of the
+    first reply's measurement) says drafts cannot pay, that reply runs at depth 0 on the models it has:
+    nothing loads within it. Going plain on the fastest settings is a reload the caller asks for between
+    replies (Engine.go_plain_if_due, as `draftlight chat` and the app do)."""
     options = RuntimeOptions(n_ctx=1024)
     engine = Engine.load(target_path, drafter_path, options, go_plain=True)
+    runtime, loads = type(engine.runtime), []
+    load = runtime.load
+    monkeypatch.setattr(runtime, "load", lambda self, path, *a, **k: loads.append(path) or load(self, path, *a, **k))
     try:
-        assert engine.drafter is not None and engine.options.mode == "exact"
+        target, drafter = engine.target, engine.drafter
+        assert drafter is not None and engine.options.mode == "exact"
         save_profile(profile(target_path, drafter_path, options, *HOPELESS))
         events = reply(engine)
-        assert engine.drafter is None and engine.options.mode == "fast" and engine.ctx.options.mode == "fast"
+        assert loads == [] and engine.target is target and engine.drafter is drafter
         assert engine.notice.startswith("Speculation cannot pay")
-        assert reply(engine)[-1].token_ids == events[-1].token_ids  # and stays plain
+        assert engine.go_plain_if_due() and loads == [target_path]
+        assert engine.drafter is None and engine.options.mode == "fast" and engine.ctx.options.mode == "fast"
+        assert not engine.go_plain_if_due() and len(loads) == 1
+        again = reply(engine)[-1]
+        assert engine.notice.startswith("Speculation cannot pay")
     finally:
         engine.close()
     assert events[-1].depth == 0 and events[-1].drafted == 0
+    assert again.depth == 0 and again.drafted == 0 and len(again.token_ids) == PROMPT_TOKENS
+
+
+def test_chat_asks_for_the_depth_policy_once_and_goes_plain_before_its_reply(
+    cache, target_path, drafter_path, monkeypatch, capsys
+):
+    """`draftlight chat` at Auto: one depth policy for its reply; where the saved profile says drafts
+    cannot pay, the target is plain before the reply starts."""
+    import json
+
+    from engine.cli import main
+
+    asked = []
+    policy = Engine.depth_policy
+    monkeypatch.setattr(Engine, "depth_policy", lambda self, *a, **k: asked.append(a) or policy(self, *a, **k))
+    options = RuntimeOptions()
+    save_profile(profile(target_path, drafter_path, options, *HOPELESS))
+    argv = ["chat", "hi", "--target", str(target_path), "--drafter", str(drafter_path), "--max-tokens", "4",
+            "--ignore-eos", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    stats = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert len(asked) == 1 and stats["drafter_kind"] == "none" and stats["drafted"] == 0
 
 
 def test_a_program_gets_the_pair_it_loaded(cache, target_path, drafter_path):

@@ -146,6 +146,14 @@ def test_tune_and_auto_depth_reach_each_kind(folders, plain_ids, kind: str, tmp_
     assert stats["token_ids"] == plain_ids[target]
 
 
+def test_a_capped_kind_asked_for_depth_4_drafts_its_cap(folders, plain_ids):
+    """DFlash's block of 4 holds its last token and 3 drafts: asked for depth 4, the round (the one place
+    the cap is applied, from the drafter's max_depth) drafts 3; the app does the same (test_surface_matrix_app)."""
+    stats = chat(folders, "qwen35", "dflash", 4)[-1]
+    assert stats["depth"] == 4 and stats["token_ids"] == plain_ids["qwen35"]
+    assert len(stats["drafted_per_position"]) == 3 and stats["drafted_per_position"][0] > 0
+
+
 def pair(folders: dict[str, Path], target: str, drafter: str, probe: bool = True) -> tuple[int, dict, str]:
     out, err = io.StringIO(), io.StringIO()
     argv = ["pair", spec(folders, target), spec(folders, drafter), "--json", "--max-prompts", "1", "--max-tokens",

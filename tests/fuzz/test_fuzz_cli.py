@@ -105,7 +105,7 @@ def test_the_chat_command_escapes_the_models_text_on_a_terminal(monkeypatch):
     from engine.events import TokenEvent, TokenKind
 
     class Session:
-        def send(self, prompt, config):
+        def send(self, prompt, config, policy=None):
             yield TokenEvent(
                 token_id=1,
                 text="\x1b]0;pwned\x07hi\n",
@@ -120,6 +120,9 @@ def test_the_chat_command_escapes_the_models_text_on_a_terminal(monkeypatch):
 
         def depth_policy(self, depth, progress):
             return None
+
+        def go_plain_if_due(self):
+            return False
 
         def session(self, system, thinking):
             return Session()

@@ -20,11 +20,12 @@ import mlx.nn as nn
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
-from engine.drafting.mtp import ASSISTANT_KIND
+from engine.drafting import kindnames
+from engine.drafting.base import Draft, OwnPace, UnreadDraft, VerifyBatch, choose_draft
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime.mlx import audit
+from engine.runtime.mlx.chain import UnreadIds, ban_row, pick
 from engine.runtime.mlx.context import MlxContext, decode_errors
 from engine.runtime.mlx_check import check_folder, loader_errors
 from engine.runtime.side import SideWork
@@ -59,10 +60,20 @@ def memory_layers(target: MlxContext) -> dict[str, int]:
     return sources
 
 
+def centroid_rows(masked: nn.Module, hidden: mx.array, weight: mx.array) -> mx.array:
+    """mlx-vlm's MaskedEmbedder's rows, their floor (the chosen tokens' lowest logit less one, given
+    to every other token) kept on the device where mlx-vlm reads it on the host (`.item()`)."""
+    chosen, logits = masked._selected_logits(hidden, weight)
+    b, n = hidden.shape[:2]
+    floor = (logits.min().astype(mx.float32) - 1.0).astype(hidden.dtype)
+    rows = mx.full((b, n, masked.vocab_size), floor, dtype=hidden.dtype)
+    return mx.put_along_axis(rows, chosen.reshape(b, n, -1), logits, axis=-1)
+
+
 class MlxAssistantDrafter(OwnPace):
     """Gemma 4's assistant drafting for an MLX Gemma 4 target: it reads the target's last layer and memory."""
 
-    kind = ASSISTANT_KIND
+    kind = kindnames.ASSISTANT
     has_distribution = True
     needs_hidden_states = True
 
@@ -91,6 +102,9 @@ class MlxAssistantDrafter(OwnPace):
                 f"{target.model.name} lacks: it was trained for another target."
             )
         self.assistant = assistant.bind(target.model.module)
+        if assistant.masked_embedding is not None:  # its floor taken on the device: no wait a step
+            weight, masked = assistant.model.embed_tokens.weight, assistant.masked_embedding
+            self.assistant._lm_head_fn = lambda h: centroid_rows(masked, h, weight)
         if self.assistant._input_embed is None:
             raise IncompatibleDrafter(f"the assistant cannot find {target.model.name}'s input embeddings.")
         self.target, self.max_depth, self.name = target, max_depth, name or "Gemma 4 assistant"
@@ -100,11 +114,12 @@ class MlxAssistantDrafter(OwnPace):
         self._dtype = parts.inner.embed_tokens.weight.dtype
         self._rows = np.empty((max_depth, target.model.n_vocab), dtype=np.float32)
         self.reset()
-        self._stop = target.observe_batches(self._seen, hidden_states=True)
+        self._stop = target.observe_batches(self._seen, hidden_states=False)  # read on the device
 
     def _seen(self, tokens: list[int], start: int, hidden: np.ndarray | None) -> None:
-        assert hidden is not None
-        self._states.add(start, hidden)
+        last_layer = self.target.observers.hidden
+        assert last_layer is not None  # the target decodes with its hidden states while a drafter listens
+        self._states.add(start, last_layer[0])
 
     def prefill(self, history: list[int]) -> None:
         """The target's prefill handed its last layer over; the first draft reads its last position."""
@@ -139,7 +154,7 @@ class MlxAssistantDrafter(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         held = len(history) - 1  # the positions the target holds: all but the last token's
         if k <= 0 or held <= 0:
             return Draft()
@@ -153,21 +168,31 @@ class MlxAssistantDrafter(OwnPace):
         a = self.assistant
         a.set_shared_kv(self._memory(held), held, position=held - 1, kv_valid_len=held)
         positions = mx.array([[held - 1]], dtype=mx.int32)
-        state = mx.array(self._states.held(held - 1, held))[None].astype(self._dtype)
-        token = history[-1]
-        tokens: list[int] = []
+        state = self._states.held(held - 1, held)[None].astype(self._dtype)
+        token = mx.array([[history[-1]]], dtype=mx.int32)
+        on_device = sampler.greedy and p_min <= 0.0  # else each row is read on the host (sampling, p_min)
+        ban = ban_row(self.target.model.n_vocab, banned)
+        rows, ids, tokens = [], [], []
         for i in range(k):
-            embedded = a._input_embed(mx.array([[token]], dtype=mx.int32)) * a._input_embed_scale
+            embedded = a._input_embed(token) * a._input_embed_scale
             state, logits = a(mx.concatenate([embedded, state], axis=-1), a._shared_kv, positions)
+            if on_device:  # chosen on the device and fed to the next step unread
+                row, chosen = pick(logits[0, -1], ban)
+                rows.append(row)
+                ids.append(chosen)
+                token = chosen.astype(mx.int32).reshape(1, 1)
+                continue
             row = logits[0, -1].astype(mx.float32)
             audit.wait(state, row)
-            chosen = choose_draft(self._rows[i], np.asarray(row), sampler, p_min, banned)
-            if chosen is None:
+            drafted = choose_draft(self._rows[i], np.asarray(row), sampler, p_min, banned)
+            if drafted is None:
                 break
-            tokens.append(chosen)
-            token = chosen
+            tokens.append(drafted)
+            token = mx.array([[drafted]], dtype=mx.int32)
         a._shared_kv = None  # the target's memory moves on with the verify
         self.decode_s += time.perf_counter() - t0
+        if on_device:  # the verify takes the ids in as they stand: its wait is the round's one
+            return UnreadDraft(UnreadIds(mx.stack(ids), mx.stack(rows), lambda drafted: None), sampler)
         return Draft(tokens, self._rows[: len(tokens)], sampler)
 
     def verified(self, batch: VerifyBatch) -> None:

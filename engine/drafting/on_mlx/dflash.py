@@ -25,11 +25,12 @@ import mlx.nn as nn
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
-from engine.drafting.dflash import DFLASH_KIND, DSPARK_KIND
+from engine.drafting import kindnames
+from engine.drafting.base import Draft, OwnPace, UnreadDraft, VerifyBatch, choose_draft
 from engine.drafting.on_mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx import audit
+from engine.runtime.mlx.chain import UnreadIds, ban_row, pick
 from engine.runtime.mlx.context import MlxContext, decode_errors
 from engine.runtime.mlx_check import check_folder, loader_errors
 from engine.runtime.side import SideWork
@@ -58,6 +59,11 @@ class MlxDflashDrafter(OwnPace):
 
     has_distribution = True
     needs_hidden_states = True
+    # Set by reset() and kept by _trim(): the drafter's cache, the positions it holds as context,
+    # and the target's layers handed over for the positions it does not hold yet.
+    _cache: list[Any]
+    _context: int
+    _states: TargetStates
 
     def __init__(
         self, target: MlxContext, drafter: nn.Module, max_depth: int = MAX_DEPTH, name: str = "", source: str = ""
@@ -76,7 +82,7 @@ class MlxDflashDrafter(OwnPace):
                 "it was trained for another target."
             )
         self.markov = getattr(drafter, "markov_head", None)  # DSpark's
-        self.kind = DSPARK_KIND if self.markov is not None else DFLASH_KIND
+        self.kind = kindnames.DSPARK if self.markov is not None else kindnames.DFLASH
         variant = "DSpark" if self.markov is not None else "DFlash"
         if self.markov is not None and int(config.vocab_size) != target.model.n_vocab:
             raise IncompatibleDrafter(
@@ -115,8 +121,7 @@ class MlxDflashDrafter(OwnPace):
 
     def _seen(self, tokens: list[int], start: int, hidden: np.ndarray | None) -> None:
         taps = self.target.observers.layer_out
-        rows = np.concatenate([np.asarray(taps[i][0]) for i in self.layers], axis=1)  # evaluated float32 (BatchTaps)
-        self._states.add(start, rows)
+        self._states.add(start, mx.concatenate([taps[i][0] for i in self.layers], axis=1))  # evaluated (BatchTaps)
 
     def prefill(self, history: list[int]) -> None:
         """The target's prefill handed its layers over; the drafter takes them in at the first draft."""
@@ -131,7 +136,7 @@ class MlxDflashDrafter(OwnPace):
         banned: tuple[int, ...] = (),
         side: SideWork | None = None,
     ) -> Draft:
-        k = min(k, self.max_depth, self.target.n_ctx - len(history))
+        k = min(k, self.target.n_ctx - len(history))
         if k <= 0:
             return Draft()
         with decode_errors(self.who):
@@ -141,15 +146,42 @@ class MlxDflashDrafter(OwnPace):
         t0 = time.perf_counter()
         end = len(history) - 1  # the block's first slot is the last token's position
         self._trim(min(self._context, end))
-        context = mx.array(self._states.held(self._context, end))[None].astype(self._dtype)
+        context = self._states.held(self._context, end)[None].astype(self._dtype)
         block = mx.array([[history[-1]] + [self.mask] * (k - self.anchor)], dtype=mx.int32)
         d = self.drafter
         logits = d._logits(d._hidden(block, context, self._cache)[:, 0 if self.anchor else 1 :])[0].astype(mx.float32)
-        audit.wait(logits)
         self._context = end
+        if sampler.greedy and p_min <= 0.0:
+            draft = self._on_device(logits, history[-1], sampler, banned)
+        else:
+            draft = self._on_host(logits, history[-1], k, sampler, p_min, banned)
+        self.decode_s += time.perf_counter() - t0
+        return draft
+
+    def _on_device(self, logits: mx.array, last: int, sampler: Sampler, banned: tuple[int, ...]) -> Draft:
+        """The block's greedy drafts chosen on the device and handed over unread: the verify takes the
+        ids in as they stand, and its wait is the round's one (engine.runtime.mlx.chain)."""
+        ban = ban_row(self.target.model.n_vocab, banned)
+        if self.markov is None:
+            rows = logits if ban is None else logits + ban
+            ids = mx.argmax(rows, axis=-1)
+        else:  # each slot's row takes the Markov head's word on the draft before it, unread
+            chosen, before = [], mx.array([last], dtype=mx.int32)
+            for i in range(logits.shape[0]):
+                row, token = pick(logits[i] + self._markov_device(before), ban)
+                chosen.append((row, token))
+                before = token.astype(mx.int32)[None]
+            rows, ids = mx.stack([r for r, _ in chosen]), mx.stack([t for _, t in chosen])
+        return UnreadDraft(UnreadIds(ids, rows, lambda drafted: None), sampler)
+
+    def _on_host(
+        self, logits: mx.array, last: int, k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]
+    ) -> Draft:
+        """The block's drafts chosen on the host: sampling, or a p_min that may end it early."""
+        audit.wait(logits)
         rows = np.asarray(logits)
         tokens: list[int] = []
-        before = history[-1]
+        before = last
         for i in range(k):
             row = rows[i] if self.markov is None else rows[i] + self._markov_row(before)
             token = choose_draft(self._rows[i], row, sampler, p_min, banned)
@@ -157,13 +189,17 @@ class MlxDflashDrafter(OwnPace):
                 break
             tokens.append(token)
             before = token
-        self.decode_s += time.perf_counter() - t0
         return Draft(tokens, self._rows[: len(tokens)], sampler)
+
+    def _markov_device(self, before: mx.array) -> mx.array:
+        """DSpark's Markov head's word on the next token, given the token before it ([1] int32), unevaluated."""
+        markov = self.markov
+        assert markov is not None  # asked for only where the drafter has the head (DSpark)
+        return markov.markov_w2(markov.get_prev_embeddings(before))[0].astype(mx.float32)
 
     def _markov_row(self, before: int) -> np.ndarray:
         """DSpark's Markov head's word on the next token, given the token before it."""
-        markov = self.markov
-        row = markov.markov_w2(markov.get_prev_embeddings(mx.array([before], dtype=mx.int32)))[0].astype(mx.float32)
+        row = self._markov_device(mx.array([before], dtype=mx.int32))
         audit.wait(row)
         return np.asarray(row)
 
@@ -187,7 +223,7 @@ class MlxDflashDrafter(OwnPace):
             self._cache, self._context = self.drafter.make_cache(), 0
 
     def reset(self) -> None:
-        self._cache: list[Any] = self.drafter.make_cache()
+        self._cache = self.drafter.make_cache()
         self._context = 0  # positions whose states the cache holds as context
         self._states = TargetStates(self.name)
 

@@ -19,10 +19,9 @@ import mlx.nn as nn
 import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.eagle3 import Eagle3Drafter
+from engine.drafting import kindnames
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
-from engine.runtime.mlx import audit
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx_check import check_folder, loader_errors
 
@@ -42,9 +41,8 @@ def load_eagle3(folder: Path) -> nn.Module:
 class MlxEagle3Drafter(ChainedHead):
     """An EAGLE-3 drafter for an MLX target, reading three of its layers."""
 
-    kind = Eagle3Drafter.kind
+    kind = kindnames.EAGLE3
     keeps_own_entries = False
-    reads_last_layer = False
 
     def __init__(
         self, target: MlxContext, drafter: nn.Module, max_depth: int = MAX_DEPTH, name: str = "", source: str = ""
@@ -60,35 +58,34 @@ class MlxEagle3Drafter(ChainedHead):
         self.drafter = drafter.bind(target.model.module)
         self._dtype = parts.inner.embed_tokens.weight.dtype
         d2t = drafter.d2t
-        self._hot = None if d2t is None else np.array(mx.arange(d2t.shape[0], dtype=mx.int32) + d2t.astype(mx.int32))
-        if self._hot is not None and (self._hot.min() < 0 or self._hot.max() >= target.model.n_vocab):
+        hot = None if d2t is None else np.array(mx.arange(d2t.shape[0], dtype=mx.int32) + d2t.astype(mx.int32))
+        if hot is not None and (hot.min() < 0 or hot.max() >= target.model.n_vocab):
             raise IncompatibleDrafter(
                 f"the EAGLE-3 drafter maps its tokens outside {target.model.name}'s vocabulary: "
                 "it was trained for another target."
             )
+        self._hot = None if hot is None else mx.array(hot)  # where each of its tokens sits in the target's
         self._untap = target.observers.tap_layers(self.layers)  # refuses a layer the target lacks
         super().__init__(target, max_depth, name or "EAGLE-3 drafter", source)
 
     def make_cache(self) -> list[Any]:
         return self.drafter.make_cache()
 
-    def states(self, hidden: np.ndarray | None) -> np.ndarray:
+    def states(self) -> mx.array:
         taps = self.target.observers.layer_out
-        return np.concatenate([np.asarray(taps[i][0]) for i in self.layers], axis=1)  # evaluated float32 (BatchTaps)
+        return mx.concatenate([taps[i][0] for i in self.layers], axis=1)  # evaluated float32 (BatchTaps)
 
     def forward(self, tokens: mx.array, states: mx.array, first: int) -> mx.array:
         d = self.drafter
         d._cache, d._next_position = self._cache, first + 1  # mlx-vlm's entries start at position 1
         return d._forward_tokens(tokens, states.astype(self._dtype), mx.int32)
 
-    def logits(self, out: mx.array) -> np.ndarray:
-        logits = self.drafter._logits(out)[0, -1].astype(mx.float32)
-        audit.wait(logits)
-        row = np.array(logits)
+    def device_logits(self, out: mx.array) -> mx.array:
+        row = self.drafter._logits(out)[0, -1].astype(mx.float32)
         if self._hot is None:
             return row
-        full = np.full(self.target.model.n_vocab, -np.inf, dtype=np.float32)
-        full[self._hot] = row
+        full = mx.full((self.target.model.n_vocab,), -mx.inf, dtype=mx.float32)
+        full[self._hot] = row  # the target's tokens it cannot draft get no probability
         return full
 
     def close(self) -> None:

@@ -14,13 +14,11 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
-import numpy as np
 
 from engine.depth import MAX_DEPTH
-from engine.drafting.mtp import HEADS_KIND
+from engine.drafting import kindnames
 from engine.drafting.on_mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
-from engine.runtime.mlx import audit
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx_check import check_folder, one_line
 
@@ -45,7 +43,7 @@ def load_heads(folder: Path) -> nn.Module:
 class MlxMtpDrafter(ChainedHead):
     """A target's own MTP head drafting for it on MLX; it reads the target's last layer, normed."""
 
-    kind = HEADS_KIND
+    kind = kindnames.MTP
 
     def __init__(self, target: MlxContext, head: nn.Module, max_depth: int = MAX_DEPTH, name: str = "") -> None:
         """`head` is an mlx-vlm MTP drafter module (load_heads), bound here to the target's embeddings and head."""
@@ -69,7 +67,5 @@ class MlxMtpDrafter(ChainedHead):
         positions = mx.arange(first, first + tokens.shape[1], dtype=mx.int32)[None]
         return head._forward_hidden(embedded, states.astype(self._dtype), self._cache, positions)
 
-    def logits(self, out: mx.array) -> np.ndarray:
-        logits = self.head._lm_head_fn(out)[0, -1].astype(mx.float32)
-        audit.wait(logits)
-        return np.array(logits)
+    def device_logits(self, out: mx.array) -> mx.array:
+        return self.head._lm_head_fn(out)[0, -1].astype(mx.float32)

@@ -236,6 +236,9 @@ class Context:
         """Not counted: each llama_decode returns once its batch is done."""
         return None
 
+    def pipeline_greedy(self, banned: tuple[int, ...]) -> None:
+        """Nothing to launch: a llama.cpp decode returns once its batch is done."""
+
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; return the logits rows as a view.
 

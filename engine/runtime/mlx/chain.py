@@ -1,4 +1,4 @@
-"""A draft model's greedy steps on MLX as one lazy chain: each step's argmax on the device feeds the next.
+"""Greedy drafts on MLX chosen on the device, as lazy chains: each step's argmax feeds the next.
 
 The step-by-step draft (ModelDrafter.draft) evaluates every step and copies its row to the host to
 choose the next token there: one host sync a step. Here step i+1's graph takes step i's argmax as it
@@ -6,12 +6,15 @@ stands, unevaluated, and mx.async_eval starts each step while the host builds th
 waited for: the target's verify takes the draft's ids in as they stand and its one wait brings back
 its own rows and the draft's tokens and rows together (MlxContext.decode_unread), one host sync a
 round, as mlx-lm's own speculative loop runs. The same tokens come out: the argmax over the same
-logits with the same ban.
+logits with the same ban. A draft model's chain is `launch_chain`; the drafters that draft for
+themselves (MTP heads, EAGLE-3, DFlash, DSpark, Gemma 4's assistant) choose their tokens with
+`pick` and hand them over as `UnreadIds`.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import mlx.core as mx
@@ -24,7 +27,7 @@ MlxContext = Any  # engine.runtime.mlx.context.MlxContext, which imports this mo
 _masks: dict[tuple[int, tuple[int, ...]], mx.array] = {}  # (vocab, banned) -> the additive ban
 
 
-def _ban(n_vocab: int, banned: tuple[int, ...]) -> mx.array | None:
+def ban_row(n_vocab: int, banned: tuple[int, ...]) -> mx.array | None:
     """A row to add to logits: -inf at the banned ids (kept: the ban is the same all reply long)."""
     if not banned:
         return None
@@ -36,19 +39,32 @@ def _ban(n_vocab: int, banned: tuple[int, ...]) -> mx.array | None:
     return _masks[key]
 
 
+def pick(logits: mx.array, ban: mx.array | None) -> tuple[mx.array, mx.array]:
+    """A greedy step on the device: the row (float32, the ban written in) and its argmax, launched
+    (mx.async_eval) and not waited for."""
+    row = logits.astype(mx.float32)
+    if ban is not None:
+        row = row + ban
+    token = mx.argmax(row, axis=-1)
+    mx.async_eval(token)  # computes while the next step's graph is built
+    return row, token
+
+
 def can_chain(ctx: MlxContext) -> bool:
     """Whether a draft may run as a chain here: nothing watches the batches (a drafter reading the
     model's hidden states sees each one) and the cache trims (no recurrent state to snapshot)."""
     return not ctx.has_state and not ctx.observers.listening
 
 
-class LaunchedChain:
-    """A chain launched and not waited for (a DeviceDraft): its ids and rows still on the device. The
-    draft model's cache holds the chain's steps already; its `tokens` catch up when the chain is read."""
+class UnreadIds:
+    """A greedy draft launched and not waited for (a DeviceDraft): its ids and rows still on the device.
+    `caught_up` tells the drafter the ids once they are read, for the entries its cache took them in."""
 
-    def __init__(self, ctx: MlxContext, fed: list[int], ids: mx.array, rows: mx.array) -> None:
-        self._ctx, self._fed = ctx, fed
-        self.n, self.ids, self.rows = int(ids.shape[0]), ids, rows
+    def __init__(self, ids: mx.array, rows: mx.array, caught_up: Callable[[list[int]], None]) -> None:
+        """`ids` [n] and `rows` [n, vocab] (float32), as the device will compute them."""
+        self.n, self.ids, self.rows = int(ids.shape[0]), ids.astype(mx.uint32), rows
+        mx.async_eval(self.ids, self.rows)
+        self._caught_up = caught_up
         self._read: tuple[list[int], np.ndarray] | None = None
 
     def read(self, waited: bool = False) -> tuple[list[int], np.ndarray]:
@@ -59,34 +75,34 @@ class LaunchedChain:
                 audit.wait(self.ids, self.rows)
             drafted = [int(t) for t in cast(list[int], self.ids.tolist())]
             self._read = drafted, np.asarray(self.rows)
-            self._ctx.tokens.extend(self._fed + drafted[:-1])
-            self._ctx.launched = None
+            self._caught_up(drafted)
         return self._read
 
 
-def launch_chain(ctx: MlxContext, tokens: list[int], k: int, banned: tuple[int, ...]) -> LaunchedChain:
+def launch_chain(ctx: MlxContext, tokens: list[int], k: int, banned: tuple[int, ...]) -> UnreadIds:
     """Decode `tokens`, then k - 1 steps each on the last one's argmax, every step launched
     (mx.async_eval) and none waited for: the k greedy tokens and their rows, still on the device.
-    The cache holds `tokens` and the first k - 1 once it runs."""
+    The cache holds `tokens` and the first k - 1 once it runs; the context's `tokens` catch up
+    when the chain is read."""
     cache = ctx._open_cache()
     if ctx.n_past + len(tokens) + k - 1 > ctx.n_ctx:
         raise ValueError("the draft runs past the context")
     t0 = time.perf_counter()
-    ban = _ban(ctx.model.n_vocab, banned)
+    ban = ban_row(ctx.model.n_vocab, banned)
     y = mx.array(tokens, dtype=mx.uint32)[None]
     rows, chosen = [], []
     for _ in range(k):
-        logits = ctx.observers.forward(y, cache)[0, -1]
-        if ban is not None:
-            logits = logits + ban
-        token = mx.argmax(logits, axis=-1)
-        mx.async_eval(token)  # computes while the next step's graph is built
-        rows.append(logits)
+        row, token = pick(ctx.observers.forward(y, cache)[0, -1], ban)
+        rows.append(row)
         chosen.append(token)
         y = token.astype(mx.uint32).reshape(1, 1)
-    picked, stacked = mx.stack(chosen).astype(mx.uint32), mx.stack(rows).astype(mx.float32)
-    mx.async_eval(picked, stacked)
+    fed = list(tokens)
+
+    def caught_up(drafted: list[int]) -> None:
+        ctx.tokens.extend(fed + drafted[:-1])
+        ctx.launched = None
+
+    launched = UnreadIds(mx.stack(chosen), mx.stack(rows), caught_up)
     ctx.decode_s += time.perf_counter() - t0
-    launched = LaunchedChain(ctx, list(tokens), picked, stacked)
     ctx.launched = launched
     return launched

@@ -22,7 +22,7 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_p
 from engine.errors import Cancelled, ContextFullError, DraftlightError, RuntimeFailure
 from engine.runtime.contexts import common_prefix
 from engine.runtime.contextsize import auto_context
-from engine.runtime.mlx import audit
+from engine.runtime.mlx import ahead, audit
 from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
     import mlx.nn as nn
 
-    from engine.runtime.mlx.chain import LaunchedChain
+    from engine.runtime.mlx.ahead import Ahead
+    from engine.runtime.mlx.chain import UnreadIds
     from engine.runtime.side import SideWork
 
 
@@ -68,7 +69,9 @@ class MlxContext:
         self.rewinds_replayed = 0  # rewinds past the latest snapshot, done by decoding the kept tokens again
         self._fed: np.ndarray | None = None  # a fed batch's row, until collected
         self.fed_at = 0.0  # and when it was launched
-        self.launched: LaunchedChain | None = None  # a draft chain launched on this context and not yet read
+        self.launched: UnreadIds | None = None  # a draft chain launched on this context and not yet read
+        self.ahead: Ahead | None = None  # a plain step launched on the device's greedy guess (mlx.ahead)
+        self._greedy_next: tuple[int, ...] | None = None  # the next decode's ban, where a plain step follows it
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
         # Drafters that read the target's hidden states (engine.runtime.mlx.hidden): every decoded batch.
@@ -124,18 +127,14 @@ class MlxContext:
                 f"token {outside:,} is outside {self.model.name}'s vocabulary of {self.model.n_vocab:,}: "
                 "its tokenizer and its weights disagree."
             )
-        cache = self._open_cache()
-        if self.n_past + n > self.n_ctx:
-            raise ContextFullError(
-                f"the context window is full ({self.n_ctx:,} tokens): start a new conversation "
-                "or load the model with a larger context."
-            )
+        cache = self._open_cache(room=n)
         self._fed = None
         self.argmax = None
         self._settle()
+        launched, banned, self._greedy_next = ahead.take(self, tokens), self._greedy_next, None
         if side is not None:
             side.run_reading(self)
-        if self.has_state:
+        if self.has_state and launched is None:  # a launched step's was kept before it ran (mlx.ahead)
             self.snapshots.keep(cache, self.n_past, n)
         rows: np.ndarray | None = None
         step = max(self.options.prefill_chunk, self.max_rows)  # a verify batch is never split
@@ -147,11 +146,15 @@ class MlxContext:
             last = start + len(chunk) == n
             t0 = time.perf_counter()
             with decode_errors(self.model.name):
-                logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
+                if launched is None:
+                    logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
+                else:  # the step the last decode launched on the device's guess: this token
+                    logits = launched
                 if last:
-                    rows = self._wait_for_rows(
-                        logits[0] if all_logits else logits[0, -1:], *self.observers.batch_arrays()
-                    )
+                    also = self.observers.batch_arrays()
+                    if banned is not None and n == 1 and ahead.can_pipeline(self):  # the next step, launched
+                        also.append(ahead.launch(self, logits, banned))
+                    rows = self._wait_for_rows(logits[0] if all_logits else logits[0, -1:], *also)
                 else:
                     audit.wait([c.state for c in cache], *self.observers.batch_arrays())
             self.decode_s += time.perf_counter() - t0
@@ -183,14 +186,10 @@ class MlxContext:
         n = 1 + launched.n
         if n > self.max_rows:
             raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
-        cache = self._open_cache()
-        if self.n_past + n > self.n_ctx:
-            raise ContextFullError(
-                f"the context window is full ({self.n_ctx:,} tokens): start a new conversation "
-                "or load the model with a larger context."
-            )
+        cache = self._open_cache(room=n)
         self._fed = self.argmax = None
         self._settle()
+        ahead.take(self, [])
         if self.has_state:
             self.snapshots.keep(cache, self.n_past, n)
         t0 = time.perf_counter()
@@ -205,7 +204,7 @@ class MlxContext:
         self.tokens.extend(tokens)
         return rows
 
-    def greedy_chain(self, tokens: list[int], k: int, banned: tuple[int, ...]) -> LaunchedChain | None:
+    def greedy_chain(self, tokens: list[int], k: int, banned: tuple[int, ...]) -> UnreadIds | None:
         """A greedy draft of k tokens after `tokens` as one lazy chain, launched and not waited for
         (engine.runtime.mlx.chain); None where a chain cannot run here."""
         from engine.runtime.mlx.chain import can_chain, launch_chain
@@ -214,6 +213,7 @@ class MlxContext:
             return None
         self._fed = None
         self._settle()
+        ahead.take(self, [])
         with decode_errors(self.model.name):
             return launch_chain(self, tokens, k, banned)
 
@@ -221,6 +221,11 @@ class MlxContext:
         """Read a chain launched here and not read yet: the cache holds its steps, `tokens` catch up."""
         if self.launched is not None:
             self.launched.read()
+
+    def pipeline_greedy(self, banned: tuple[int, ...]) -> None:
+        """The next decode is a plain step whose token is its row's argmax (`banned` aside), and a plain
+        step follows it: it launches that step on the device's own guess before its wait (mlx.ahead)."""
+        self._greedy_next = banned
 
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode at once and keep the row for `collect`: nothing on MLX computes on behind the host yet."""
@@ -248,6 +253,7 @@ class MlxContext:
         self._settle()
         if keep >= len(self.tokens):
             return
+        ahead.take(self, [])
         if keep <= 0:
             self.clear()  # a fresh cache: any layer, a recurrent state too, starts again
             return
@@ -317,7 +323,7 @@ class MlxContext:
 
     def clear(self) -> None:
         self._open_cache()
-        self.launched = None
+        self.launched = self.ahead = None
         self._cache = make_prompt_cache(self.model.module)
         self.tokens.clear()
         self.snapshots.forget()
@@ -325,13 +331,19 @@ class MlxContext:
         self._prefilled = None
 
     def close(self) -> None:
-        self._cache = None
+        self._cache = self.ahead = None
         self.snapshots.forget()
         self._fed = self._prefilled = None
 
-    def _open_cache(self) -> list[Any]:
+    def _open_cache(self, room: int = 0) -> list[Any]:
+        """The cache, with room for `room` more positions: else a sentence."""
         if self._cache is None:
             raise RuntimeFailure("this model context was closed")
+        if self.n_past + room > self.n_ctx:
+            raise ContextFullError(
+                f"the context window is full ({self.n_ctx:,} tokens): start a new conversation "
+                "or load the model with a larger context."
+            )
         return self._cache
 
     @contextmanager

@@ -86,6 +86,7 @@ class MlxModel:
         quantization = config.get("quantization")  # {"bits": 4, "group_size": 64} where quantized
         bits = quantization.get("bits") if isinstance(quantization, dict) else None
         model.bits = bits if isinstance(bits, int) and 0 < bits <= 32 else None
+        wire_weights()
         return model
 
     @property
@@ -236,3 +237,12 @@ def _byte_decoder() -> dict[str, int]:
     from mlx_lm.tokenizer_utils import _byte_decoder as decoder
 
     return decoder()
+
+
+@functools.cache
+def wire_weights() -> None:
+    """Keep the weights resident where MLX allows (Metal's wired limit at its recommended working set,
+    as mlx-lm's generate does), once for the process, where the device recommends one (not on a CPU)."""
+    from mlx_lm.utils import maybe_set_recommended_wired_limit
+
+    maybe_set_recommended_wired_limit()

@@ -90,7 +90,8 @@ class StateSnapshots:
         states = [None if _trims(c) else tree_map(_fresh, c.state) for c in _layers(cache)]
         self.latest = Snapshot(position, states)
         if self.steps is not None:
-            self.steps.arm(position, rows if rows <= self.max_rows else 0)  # a long prefill's steps: not kept
+            # A long prefill's steps are not kept, nor a lone row's: its rewind is to its start, the snapshot.
+            self.steps.arm(position, rows if 1 < rows <= self.max_rows else 0)
 
     def restore(self, cache: list[Any], n_past: int, keep: int) -> int | None:
         """Put the cache back to the snapshot's position, if it lies at `keep` or before; the

@@ -112,16 +112,16 @@ def test_an_assistant_for_another_target_is_refused_in_a_sentence(files, tmp_pat
     with pytest.raises(IncompatibleDrafter) as refused:
         Engine.load(other, files["assistant"], OPTIONS)
     assert str(refused.value) == (
-        "draftlight test gemma4 assistant reads hidden states 128 wide, and draftlight test hybrid's are "
-        "256 wide: it was trained for another target."
+        "The drafter cannot draft for this target: it is a Gemma 4 assistant model for a model 128 wide, and "
+        "draftlight test hybrid is 256 wide: it was trained for another target."
     )
 
 
 @pytest.mark.parametrize(
     ("setting", "value", "said"),
     [
-        ("N_HEAD", 1, "reads a cache of 1 key/value heads, and draftlight test gemma4's has 2"),
-        ("HEAD_DIM", 32, "reads keys 32 wide, and draftlight test gemma4's are 64 wide"),
+        ("N_HEAD", 1, "reading a cache of 1 key/value heads, and draftlight test gemma4's has 2"),
+        ("HEAD_DIM", 32, "reading keys 32 wide, and draftlight test gemma4's are 64 wide"),
     ],
 )
 def test_an_assistant_for_another_cache_shape_is_refused_in_a_sentence(
@@ -133,4 +133,7 @@ def test_an_assistant_for_another_cache_shape_is_refused_in_a_sentence(
     other = gemma4_assistant(tmp_path / "mtp-other.gguf")
     with pytest.raises(IncompatibleDrafter) as refused:
         Engine.load(files["target"], other, OPTIONS)
-    assert str(refused.value) == f"draftlight test gemma4 assistant {said}: it was trained for another target."
+    assert str(refused.value) == (
+        f"The drafter cannot draft for this target: it is a Gemma 4 assistant model {said}: it was trained for "
+        "another target."
+    )

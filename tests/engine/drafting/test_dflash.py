@@ -88,8 +88,9 @@ def test_a_dflash_drafter_for_another_target_is_refused_in_a_sentence(files, tmp
     with pytest.raises(IncompatibleDrafter) as refused:
         Engine.load(other, files["dflash"], OPTIONS)
     assert str(refused.value) == (
-        "draftlight test dflash reads the target's layers, and llama.cpp does not hand them out for "
-        "draftlight test mamba's architecture (mamba): it was trained for another target."
+        "The drafter cannot draft for this target: it is a DFlash drafter reading the target's layers, which "
+        "llama.cpp does not hand out for draftlight test mamba's architecture (mamba): it was trained for "
+        "another target."
     )
 
 

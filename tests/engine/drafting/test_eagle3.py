@@ -78,6 +78,7 @@ def test_an_eagle3_drafter_for_another_target_is_refused_in_a_sentence(files, tm
     with pytest.raises(IncompatibleDrafter) as refused:
         Engine.load(other, files["eagle3"], OPTIONS)
     assert str(refused.value) == (
-        "draftlight test eagle3 reads target layers [0, 1, 2], which draftlight test mamba (mamba, 2 layers) "
-        "cannot hand out: it was trained for another target."
+        "The drafter cannot draft for this target: it is an EAGLE-3 drafter reading the target's layers, which "
+        "llama.cpp does not hand out for draftlight test mamba's architecture (mamba): it was trained for "
+        "another target."
     )

@@ -341,3 +341,47 @@ def test_the_eval_audit_counts_each_rounds_host_syncs(target):
         assert isinstance(stats, RunStats) and stats.host_syncs == per_round * stats.rounds
         assert stats.to_json()["host_syncs"] == stats.host_syncs
         assert re.search(r"; host [\d.]+ ms and 1\.0 syncs a round; max_tokens\]$", summary(stats))
+
+
+def test_plain_greedy_decoding_launches_each_step_on_the_devices_guess(target, monkeypatch):
+    """A greedy plain reply (depth 0) runs as mlx-lm's generate_step: each decode launches the next step
+    on the device's argmax before its one wait, and the next round finds that step launched; the
+    tokens are one-at-a-time greedy decoding's, one host sync a round."""
+    from engine.runtime.mlx import ahead
+
+    taken: list[bool] = []
+    take = ahead.take
+    monkeypatch.setattr(ahead, "take", lambda ctx, toks: taken.append(ctx.ahead is not None) or take(ctx, toks))
+    events = reply(target, None, 0)
+    seen = list(taken)
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    ctx = target.new_context()
+    row, _ = ctx.prefill(PROMPT)
+    plain = [int(row.argmax())]
+    while len(plain) < N_TOKENS:
+        plain.append(int(ctx.decode([plain[-1]], all_logits=False)[-1].argmax()))
+    assert [t.token_id for t in tokens(events)] == plain
+    assert [r.host_syncs for r in rounds[1:]] == [1] * (N_TOKENS - 1)
+    # Round 1 launches the first step ahead; every later round takes the one launched before it.
+    assert seen == [False, False] + [True] * (N_TOKENS - 2)  # the prompt's decode, then the rounds
+
+
+@pytest.mark.parametrize("then", ["another token", "a rewind", "the guess banned"])
+def test_a_step_launched_on_a_wrong_guess_leaves_the_cache_as_if_never_launched(target, then):
+    """Where the next decode is not the guessed step (another token, a rewind, or the guess banned
+    so the device guesses its runner-up), the cache and rows are a context's that never guessed."""
+    fresh, ctx = target.new_context(max_rows=2), target.new_context(max_rows=2)
+    first, _ = [int(c.decode(PROMPT, all_logits=False)[-1].argmax()) for c in (fresh, ctx)]
+    want = fresh.decode([first], all_logits=True)[0].copy()
+    best = int(want.argmax())
+    ctx.pipeline_greedy((best,) if then == "the guess banned" else ())
+    assert np.array_equal(ctx.decode([first], all_logits=True)[0], want) and ctx.ahead is not None
+    if then == "a rewind":
+        fresh.rewind(len(PROMPT))
+        ctx.rewind(len(PROMPT))
+        nxt = first
+    else:
+        nxt = (best + 1) % VOCAB if then == "another token" else int(np.argsort(want)[-2])
+    assert np.array_equal(ctx.decode([nxt], all_logits=True), fresh.decode([nxt], all_logits=True))
+    assert ctx.tokens == fresh.tokens and ctx.ahead is None
+    assert [c.kv_cache()[0].offset for c in (ctx, fresh)] == [len(fresh.tokens)] * 2

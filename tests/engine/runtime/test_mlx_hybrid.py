@@ -25,7 +25,7 @@ from mlx_lm.models.cache import KVCache  # noqa: E402
 from engine.depth import FixedDepth  # noqa: E402
 from engine.drafting import ModelDrafter  # noqa: E402
 from engine.errors import RuntimeFailure  # noqa: E402
-from engine.events import TokenEvent, TokenKind  # noqa: E402
+from engine.events import RoundEvent, TokenEvent, TokenKind  # noqa: E402
 from engine.rounds import GenerationConfig, Prefill  # noqa: E402
 from engine.runtime.mlx import MlxModel  # noqa: E402
 from engine.speculative import generate  # noqa: E402
@@ -269,3 +269,26 @@ def test_a_cache_that_can_neither_trim_nor_snapshot_refuses_in_a_sentence():
         ctx.rewind(4)
     ctx.rewind(0)  # back to nothing: a fresh cache, which any layer can start
     assert ctx.tokens == []
+
+
+def test_a_plain_reply_launches_each_step_ahead_and_a_wrong_guess_is_undone(target):
+    """Plain greedy decoding pipelined (engine.runtime.mlx.ahead) writes the one-at-a-time tokens, one
+    sync a round; a step launched on a guess the next decode does not take leaves the state and rows
+    of a context that never guessed (the state put back from the snapshot taken before it)."""
+    events = reply(target, None, 0)
+    ctx = target.new_context()
+    row, _ = ctx.prefill(PROMPT)
+    plain = [int(row.argmax())]
+    while len(plain) < N_TOKENS:
+        plain.append(int(ctx.decode([plain[-1]], all_logits=False)[-1].argmax()))
+    assert [t.token_id for t in tokens(events)] == plain
+    assert {e.host_syncs for e in events if isinstance(e, RoundEvent) and not e.from_prefill} == {1}
+    guessing, fresh = target.new_context(max_rows=2), target.new_context(max_rows=2)
+    for c in (guessing, fresh):
+        c.decode(PROMPT, all_logits=False)
+    guessing.pipeline_greedy(())
+    want = fresh.decode([plain[0]], all_logits=True)
+    assert np.array_equal(guessing.decode([plain[0]], all_logits=True), want) and guessing.ahead is not None
+    other = (int(want[0].argmax()) + 1) % VOCAB
+    np.testing.assert_array_equal(guessing.decode([other], all_logits=True), fresh.decode([other], all_logits=True))
+    assert guessing.tokens == fresh.tokens and guessing.rewinds_replayed == 0

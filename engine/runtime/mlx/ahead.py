@@ -1,0 +1,70 @@
+"""Plain decoding on MLX pipelined as mlx-lm's generate_step: step n+1 launched before token n is read.
+
+A greedy plain step's token is its row's argmax, so the device can take that argmax itself and
+decode it at once (mx.async_eval) while the host waits for the row and decides the token: the
+next plain decode then finds its logits launched already, and launches the step after it before
+its own wait. Nothing is assumed: the host's token is compared with the device's guess, and where
+they differ (the round chose otherwise, or the reply ended) the guessed step is trimmed off the
+cache before anything else touches it (a recurrent state put back from the snapshot taken before
+the guessed step, engine.runtime.mlx.snapshots). The round asks for it a decode at a time
+(RuntimeContext.pipeline_greedy); a context with drafters reading its batches never pipelines
+(the guessed step would reach them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import trim_prompt_cache
+
+from engine.errors import RuntimeFailure
+from engine.runtime.mlx.chain import ban_row
+
+MlxContext = Any  # engine.runtime.mlx.context.MlxContext, which imports this module: no import back
+
+
+class Ahead:
+    """A plain step launched on the device's greedy guess and not waited for: the guess (read with
+    the row it was taken from) and the step's logits, unevaluated. The cache holds the guess."""
+
+    def __init__(self, guess: mx.array, logits: mx.array) -> None:
+        self.guess, self.logits = guess, logits
+
+
+def can_pipeline(ctx: MlxContext) -> bool:
+    """Whether a plain step may be launched on a guess here: the cache can drop a step (trimmed, or
+    a recurrent state put back from its snapshot), nothing reads the batches, and the guessed step
+    fits in the context."""
+    return not ctx._unsupported and not ctx.observers.listening and ctx.n_past + 2 <= ctx.n_ctx
+
+
+def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...]) -> mx.array:
+    """The device's greedy guess after `logits` ([1, n, vocab], this decode's) and the next step on it,
+    launched and not waited for (ctx.ahead); the guess, unevaluated, for the decode's wait to take in."""
+    ban = ban_row(ctx.model.n_vocab, banned)
+    row = logits[0, -1].astype(mx.float32)
+    guess = mx.argmax(row if ban is None else row + ban, axis=-1)
+    cache = ctx._open_cache()
+    if ctx.has_state:  # the state before the guessed step: this decode's token is its position's
+        ctx.snapshots.keep(cache, ctx.n_past + 1, 1)
+    step = ctx.observers.forward(guess.astype(mx.uint32).reshape(1, 1), cache)
+    mx.async_eval(guess, step)
+    ctx.ahead = Ahead(guess, step)
+    return guess
+
+
+def take(ctx: MlxContext, tokens: list[int]) -> mx.array | None:
+    """The launched step's logits ([1, 1, vocab]) where `tokens` is the guess (its cache entry then
+    stands); else the guessed step is trimmed off the cache, and None."""
+    ahead, ctx.ahead = ctx.ahead, None
+    if ahead is None:
+        return None
+    if len(tokens) == 1 and tokens[0] == int(ahead.guess.item()):  # evaluated in the last decode's wait
+        return ahead.logits
+    cache = ctx._open_cache()
+    if not ctx.has_state:
+        trim_prompt_cache(cache, 1)
+    elif ctx.snapshots.restore(cache, ctx.n_past + 1, ctx.n_past) != ctx.n_past:
+        raise RuntimeFailure(f"{ctx.model.name}'s state before a guessed step was lost; start a new conversation.")
+    return None
