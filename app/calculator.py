@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import palette
+from app.plots import plot_widget
 from engine import (
     MAX_DEPTH,
     PRESET_COSTS,
@@ -115,11 +116,10 @@ class SpeedupCalculator(QWidget):
         self.table.verticalHeader().hide()
         rows_height = self.table.verticalHeader().defaultSectionSize() * (DEPTHS + 1)
         self.table.setMinimumHeight(rows_height + self.table.horizontalHeader().sizeHint().height() + 4)
-        self.plot = pg.PlotWidget(background="#1e1e1e" if palette.is_dark() else "w")
+        self.plot = plot_widget(background="#1e1e1e" if palette.is_dark() else "w")
         self.plot.setTitle("Predicted speedup by depth", size="8pt")
         self.plot.setLabel("bottom", "depth")
         self.plot.setLabel("left", "× speculation off")
-        self.plot.setMenuEnabled(False)
         self.plot.getAxis("bottom").setTicks([[(k, str(k)) for k in range(DEPTHS + 1)]])
         self.plot.addLine(y=1.0, pen=pg.mkPen("#8c8c8c", style=Qt.PenStyle.DashLine))
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.6)

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from app import palette
 from app.chartmodel import RECENT_ROUNDS, ChartModel
+from app.plots import plot_widget
 from engine import RANK_BUCKETS, ThermalState, TokenKind
 
 __all__ = ["ChartModel", "ChartsPanel", "nice_ceiling"]
@@ -133,7 +134,7 @@ class ChartsPanel(QWidget):
         self.timer.start()
 
     def _plot(self, title: str, xlabel: str, ylabel: str) -> pg.PlotWidget:
-        plot = pg.PlotWidget()
+        plot = plot_widget()
         plot.setTitle(title, size="8pt")
         self.titles[plot] = title
         plot.setLabel("bottom", xlabel)
@@ -141,7 +142,6 @@ class ChartsPanel(QWidget):
         # No grid: pyqtgraph draws it with the axes, so every new point would repaint both axes.
         plot.setMinimumHeight(120)
         plot.setMinimumWidth(180)
-        plot.setMenuEnabled(False)
         for side in ("left", "bottom"):  # a unit prefix would re-lay the label out on every range change
             plot.getAxis(side).enableAutoSIPrefix(False)
         # The last tick's label (60 of 60 rounds) sits on the plot's right edge: let it draw past

@@ -103,8 +103,9 @@ class LiveSteps:
 
 
 class TeachingWindow(QWidget):
-    def __init__(self, main_window=None, parent=None) -> None:
-        super().__init__(parent)
+    def __init__(self, main_window=None) -> None:
+        super().__init__(main_window)  # owned by the main window: deleted with it, on the main thread
+        self.setWindowFlag(Qt.WindowType.Window, True)
         self.setWindowTitle("Draftlight — teaching mode")
         self.main_window = main_window
         self.replay: Replay | None = None

@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app import palette
+from app.plots import plot_widget
 from app.transcript import KIND_PROPERTY, TOKEN_PROPERTY, TranscriptView
 from engine import RoundStep, TokenEvent, TokenKind
 
@@ -107,9 +108,8 @@ class CandidatesView(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.plot = pg.PlotWidget()
+        self.plot = plot_widget()
         self.plot.setMinimumHeight(180)
-        self.plot.setMenuEnabled(False)
         self.plot.setTitle("Click a token to see both models' top candidates", size="8pt")
         self.plot.setLabel("bottom", "probability")
         self.plot.setXRange(0, 1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 pytest.importorskip("PySide6")
@@ -9,6 +11,19 @@ pytest.importorskip("pytestqt")
 
 LOAD_TIMEOUT_MS = 180_000
 REPLY_TIMEOUT_MS = 300_000
+
+
+@pytest.fixture(autouse=True)
+def collected(qapp):
+    """Delete each test's closed windows and collect its Qt garbage now, on the main thread, once its
+    engine threads have ended: left to Python's collector, a widget would be deleted on whatever
+    thread the collector next runs on, an engine thread of a later test included (a crash on a freed
+    widget's timer, or a deadlock with that thread's signals)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    yield
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)
