@@ -14,8 +14,10 @@ from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
 from engine.measure.profile import load_profile
 from engine.models import catalog
 from engine.models.compat import Verdict, check
-from engine.models.discover import discover, fits
+from engine.models.discover import discover
 from engine.models.drafterfiles import DRAFTER_FILES
+from engine.models.facts import ModelFacts, gguf_facts
+from engine.models.rules import fits, made_for_rule
 from engine.runtime import RuntimeOptions
 from engine.runtime.gguf import GGUFInfo
 from engine.runtime.loading import chosen_runtime, load_model, runtime_of
@@ -100,26 +102,33 @@ def load_drafter(
 
 def made_for_another(target: TextModel, drafter: TextModel, kind: kinds.DrafterKind) -> str:
     """Why a GGUF drafter that reads the target's insides cannot read this one (its width, the layers it
-    reads, an assistant's family and cache), as the clause the pairing doctor's rule fails with
-    (engine.models.discover.fits), so `pair` and a load refuse it in one sentence; "" where it fits."""
-    target_info, drafter_info = getattr(target, "info", None), getattr(drafter, "info", None)
-    if not (kind.reads_target and isinstance(target_info, GGUFInfo) and isinstance(drafter_info, GGUFInfo)):
+    reads, an assistant's family and cache, EAGLE-3's vocabulary map), as the clause the pairing doctor's
+    rule fails with (engine.models.rules.fits), so `pair` and a load refuse it in one sentence; "" where
+    it fits."""
+    facts = _gguf_facts(target, drafter)
+    if not kind.reads_target or facts is None:
         return ""
-    why_not = fits(target_info, drafter_info)[1]
+    why_not = fits(*facts)[1]
     return f"it {why_not}" if why_not else ""
 
 
 def made_for(target: TextModel, drafter: TextModel, kind: kinds.DrafterKind) -> str:
     """Where a drafter that reads the target's insides names another target in its metadata (its base,
     general.base_model.*), that in a sentence, said before the first reply; else "". The pairing
-    doctor's rule (engine.models.pairing.made_for_rule), so the two say the same."""
-    from engine.models.pairing import made_for_rule
+    doctor's rule (engine.models.rules.made_for_rule), so the two say the same."""
+    facts = _gguf_facts(target, drafter)
+    if not kind.reads_target or facts is None:
+        return ""
+    rule = made_for_rule(*facts)
+    return f"{rule.sentence} Its drafts may be kept less often." if rule is not None and not rule.holds else ""
 
+
+def _gguf_facts(target: TextModel, drafter: TextModel) -> tuple[ModelFacts, ModelFacts] | None:
+    """The two models' facts from the GGUF headers llama.cpp loaded them from; None where either has none."""
     target_info, drafter_info = getattr(target, "info", None), getattr(drafter, "info", None)
     if not (isinstance(target_info, GGUFInfo) and isinstance(drafter_info, GGUFInfo)):
-        return ""
-    rule = made_for_rule(target_info, drafter_info, kind.name)
-    return f"{rule.sentence} Its drafts may be kept less often." if rule is not None and not rule.holds else ""
+        return None
+    return gguf_facts(target_info), gguf_facts(drafter_info)
 
 
 def load_target(

@@ -10,13 +10,15 @@ from pathlib import Path
 
 from engine.models import mlx_compat
 from engine.models.compat import Rule
+from engine.models.facts import checked_folder, mlx_facts, name_of
 from engine.models.mlx_folders import MlxFolder, text_field
-from engine.models.pairing import ModelFacts
+from engine.models.pairing import ModelShapes
+from engine.models.rules import made_for_rule
 
 
 def read_folder(path: Path) -> MlxFolder:
     """The folder as the doctor reads it: what the loader would refuse, it refuses in the same sentence."""
-    return mlx_compat.checked(path)
+    return checked_folder(path)
 
 
 def _count(config: dict, key: str) -> int | None:
@@ -24,7 +26,7 @@ def _count(config: dict, key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def mlx_facts(folder: MlxFolder) -> ModelFacts:
+def mlx_shapes(folder: MlxFolder) -> ModelShapes:
     """A folder's shapes as the doctor reports them: its KV cache from config.json's heads and widths.
     Every `full_attention_interval`-th layer of a hybrid keeps a KV cache; the rest a recurrent state."""
     config = folder.config
@@ -37,9 +39,9 @@ def mlx_facts(folder: MlxFolder) -> ModelFacts:
     interval = _count(config, "full_attention_interval")
     interval = interval if interval is not None and interval > 1 else None
     hybrid = interval is not None
-    return ModelFacts(
+    return ModelShapes(
         path=str(folder.path),
-        name=mlx_compat.name_of(folder),
+        name=name_of(folder),
         architecture=folder.architecture,
         file_bytes=folder.size,
         state_kind="hybrid" if hybrid else "",
@@ -55,5 +57,5 @@ def mlx_facts(folder: MlxFolder) -> ModelFacts:
 
 def mlx_rules(target: MlxFolder, drafter: MlxFolder) -> tuple[Rule, ...]:
     """The vocabulary rules, and for a drafter that reads the target, whether it was made for it."""
-    made_for = mlx_compat.made_for_rule(target, drafter)
+    made_for = made_for_rule(mlx_facts(target), mlx_facts(drafter))
     return (*mlx_compat.vocabulary_rules(target, drafter), *((made_for,) if made_for else ()))

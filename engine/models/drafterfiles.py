@@ -14,7 +14,7 @@ from pathlib import Path
 
 from engine.drafting import kinds
 from engine.errors import IncompatibleDrafter
-from engine.models import mlx_compat
+from engine.models.facts import mlx_facts, read_mlx
 from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 from engine.runtime.llama import Model
 from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
@@ -66,8 +66,8 @@ def _mlx_refusal(path: Path, target_name: str) -> str:
 def _mlx_kind_before_load(path: Path) -> kinds.DrafterKind | None:
     if not MLX_RUNTIME.owns(path):
         return None
-    folder = mlx_compat.read_mlx(path)  # a draft model where it cannot be read: the loader says why
-    kind = mlx_compat.kind_of(folder) if folder is not None else kinds.MODEL
+    folder = read_mlx(path)  # a draft model where it cannot be read: the loader says why
+    kind = mlx_facts(folder).kind if folder is not None else kinds.MODEL
     return kind if kind.reads_target else None
 
 

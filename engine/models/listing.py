@@ -9,15 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.models import mlx_compat
+from engine.models.facts import mlx_facts, read_mlx
 from engine.models.local import LocalModel, local_models
 from engine.models.mlx_folders import MlxFolder, drafter_words
+from engine.models.rules import fits
 
 GGUF_PLACES = "LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache"
 
 
 def fit(target: MlxFolder, drafter: MlxFolder) -> bool:
     """Whether a drafter folder can draft for the target: what its kind needs, and the vocabularies."""
-    return not mlx_compat.fits(target, drafter)[1] and all(
+    return not fits(mlx_facts(target), mlx_facts(drafter))[1] and all(
         r.holds for r in mlx_compat.vocabulary_rules(target, drafter)
     )
 
@@ -29,11 +31,11 @@ def print_local_models(say: Callable[[str], None] = print, models: list[LocalMod
     say(f"\nGGUF models on this machine ({GGUF_PLACES}):" if ggufs else f"\nNo GGUF models in {GGUF_PLACES}.")
     for m in ggufs:
         say(f"  {m.label()}: {m.path}")
-    read = [(m, mlx_compat.read_mlx(m.path)) for m in models if m.is_folder]
+    read = [(m, read_mlx(m.path)) for m in models if m.is_folder]
     folders = [(m, f) for m, f in read if f is not None]
     refused = {m.path: mlx_compat.refusal(m.path) for m, _ in folders}  # the loaders' own check, said here first
-    targets = [(m, f) for m, f in folders if not mlx_compat.kind_of(f).reads_target]
-    drafters = [(m, f) for m, f in folders if mlx_compat.kind_of(f).reads_target]
+    targets = [(m, f) for m, f in folders if not mlx_facts(f).kind.reads_target]
+    drafters = [(m, f) for m, f in folders if mlx_facts(f).kind.reads_target]
     say("\nMLX model folders on this machine:" if folders else "\nNo MLX model folders on this machine.")
     placed: set[int] = set()
     for m, target in targets:

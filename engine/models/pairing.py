@@ -5,14 +5,13 @@ pair from the catalog where there is one. The pairing doctor (engine.pairdoctor)
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.drafting import kinds
 from engine.models import catalog
 from engine.models.compat import Rule
-from engine.models.discover import discover, fits
+from engine.models.discover import discover
 from engine.models.naming import model_title, quantization
 from engine.models.pairs import PAIRS
 from engine.runtime.formats import LLAMA
@@ -26,8 +25,8 @@ KV_TYPES = ("q8_0", "f16")
 
 
 @dataclass(frozen=True)
-class ModelFacts:
-    """One model's shapes, as its header gives them."""
+class ModelShapes:
+    """One model's shapes, as its header gives them: what its memory and its rollback cost."""
 
     path: str
     name: str
@@ -54,7 +53,7 @@ def _int(info: GGUFInfo, key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def model_facts(info: GGUFInfo, state_kind: str) -> ModelFacts:
+def model_shapes(info: GGUFInfo, state_kind: str) -> ModelShapes:
     """The facts of a model whose header is `info`; `state_kind` from llama.cpp (Model.state_kind)."""
     layers = _int(info, "block_count") or 0
     heads = _int(info, "attention.head_count") or 0
@@ -75,7 +74,7 @@ def model_facts(info: GGUFInfo, state_kind: str) -> ModelFacts:
         )
         if isinstance(name, str) and name:
             bases.append(name)
-    return ModelFacts(
+    return ModelShapes(
         path=str(info.path),
         name=model_title(info.path, quantization(info.metadata)),
         architecture=info.architecture,
@@ -127,7 +126,7 @@ class Memory:
 
 
 def memory_needed(
-    target: ModelFacts, drafter: ModelFacts | None, n_ctx: int, kv_type: str, runtime: str | Runtime = LLAMA
+    target: ModelShapes, drafter: ModelShapes | None, n_ctx: int, kv_type: str, runtime: str | Runtime = LLAMA
 ) -> Memory:
     """The pair's memory at n_ctx; a drafter that runs on the target's context (MTP heads) has no cache of its own."""
     own_cache = drafter is not None and drafter.path != target.path and drafter.kv_layers > 0
@@ -142,7 +141,7 @@ def memory_needed(
     )
 
 
-def target_architecture(target: ModelFacts) -> str:
+def target_architecture(target: ModelShapes) -> str:
     """What the target's architecture means for speculation, in a sentence."""
     heads = (
         f" It carries {target.mtp_heads} multi-token-prediction head{'s' if target.mtp_heads > 1 else ''}: "
@@ -169,7 +168,7 @@ def target_architecture(target: ModelFacts) -> str:
     )
 
 
-def drafter_architecture(drafter: ModelFacts | None, kind: str) -> str:
+def drafter_architecture(drafter: ModelShapes | None, kind: str) -> str:
     """What kind of drafter this is, in a sentence."""
     if kind == kinds.NONE.name:
         return "No drafter: every token is a plain target pass."
@@ -186,37 +185,7 @@ def drafter_architecture(drafter: ModelFacts | None, kind: str) -> str:
     return f"The drafter ({drafter.name}) is {words}: {shape}."
 
 
-def _identity(text: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", text.lower().rsplit("/", 1)[-1])
-
-
-def made_for_rule(target: GGUFInfo, drafter: GGUFInfo, kind: str) -> Rule | None:
-    """Whether a drafter that reads the target's insides was made for this target: its width, and the
-    base its metadata names (general.base_model.*). None for a draft model of its own, which needs neither."""
-    known = kinds.kind_named(kind)
-    if known is None or not known.reads_target:
-        return None
-    what, why_not = fits(target, drafter)
-    if why_not:
-        return Rule("made for this target", False, f"{drafter.path.name} {why_not}.", (f"it {why_not}",))
-    bases = model_facts(drafter, "").base_models
-    # Names of four characters or more: a file stem such as "t" would be found inside any name.
-    ours = {_identity(s) for s in (target.name, target.path.stem, *model_facts(target, "").base_models)}
-    ours = {name for name in ours if len(name) >= 4}
-    named = [b for b in bases if len(_identity(b)) >= 4]
-    if named and not any(_identity(b) in o or o in _identity(b) for b in named for o in ours):
-        reason = f"its metadata names {', '.join(named)} as its base, and the target is {target.name}"
-        return Rule(
-            "made for this target",
-            False,
-            f"{drafter.path.name} was trained for another target: {reason}.",
-            (f"it was trained for another target ({reason})",),
-        )
-    base = f", and names {', '.join(named)} as its base" if named else ""
-    return Rule("made for this target", True, f"{drafter.path.name} is {what}, as wide as the target{base}.")
-
-
-def mtp_rule(target: ModelFacts) -> Rule:
+def mtp_rule(target: ModelShapes) -> Rule:
     """The target's own heads: the one rule for drafter mtp."""
     if target.mtp_heads:
         return Rule("MTP heads", True, f"{target.name} carries {target.mtp_heads} multi-token-prediction head(s).")

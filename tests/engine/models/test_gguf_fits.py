@@ -1,4 +1,4 @@
-"""What a GGUF drafter that reads the target needs of it (engine.models.discover.fits): its width, the
+"""What a GGUF drafter that reads the target needs of it (engine.models.rules.fits): its width, the
 layers it reads inside the target's depth, an assistant's family and the shape of the cache it reads.
 The pairing doctor's rule and the load path refuse by this one rule, so `draftlight pair` and
 `draftlight chat` refuse a mismatched drafter of each kind in the same sentence, and where the rule
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.models.discover import fits
+from engine.models.facts import gguf_facts
+from engine.models.rules import fits
 from engine.runtime.gguf import read_gguf
 from tests.engine import synthetic
 
@@ -109,7 +110,7 @@ def test_an_assistant_beside_another_family_of_its_shape_is_refused_by_its_heade
         f"{arch}.embedding_length": theirs["gemma4-assistant.embedding_length_out"],
         **{f"{arch}.attention.{k}": theirs.get(f"gemma4-assistant.attention.{k}") for k in ("head_count_kv", "key_length")},
     }  # fmt: skip
-    said, why_not = fits(replace(target, metadata=shaped), assistant)
+    said, why_not = fits(gguf_facts(replace(target, metadata=shaped)), gguf_facts(assistant))
     assert said == "a Gemma 4 assistant model"
     assert why_not == (
         "is a Gemma 4 assistant model made for a Gemma 4 target, and draftlight test hybrid is qwen35: it was "
