@@ -34,6 +34,8 @@ MISMATCHED = {
                     "hybrid has layers 0 to 1 and its final state"),
     "mtp-gemma-4": ("assistant", "is a Gemma 4 assistant model for a model 128 wide, and draftlight test hybrid is "
                     "256 wide"),
+    "eagle3-map": ("eagle3", "is an EAGLE-3 drafter mapping its tokens into a vocabulary of 5, and draftlight test "
+                   "hybrid has 128"),
 }  # fmt: skip
 
 
@@ -53,6 +55,23 @@ def reading(layers: list[int]):
         yield
 
 
+@contextlib.contextmanager
+def without_map():
+    """The writers of tests/engine/synthetic.py, leaving out an EAGLE-3 drafter's `d2t`: its output rows then
+    write a vocabulary of their own, not the target's."""
+    writer = synthetic._writer
+
+    def no_d2t(*args, **kwargs):
+        w = writer(*args, **kwargs)
+        add_tensor = w.add_tensor
+        w.add_tensor = lambda name, *rest, **kw: None if name == "d2t" else add_tensor(name, *rest, **kw)
+        return w
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(synthetic, "_writer", no_d2t)
+        yield
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("gguf-fits")
@@ -66,6 +85,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
         out["dflash-deep"] = synthetic.dflash(folder / "dflash-deep.gguf")
     with reading([0, 1, 7]):
         out["eagle3-deep"] = synthetic.eagle3(folder / "eagle3-deep.gguf")
+    with without_map():
+        out["eagle3-map"] = synthetic.eagle3(folder / "eagle3-map.gguf", vocab=(3, 4, 5, 6, 7))
     return out
 
 
