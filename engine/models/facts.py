@@ -67,6 +67,12 @@ class ModelFacts:
     base_models: tuple[str, ...] = ()  # what its makers say it was trained from, or for
 
 
+def kind_words(facts: ModelFacts) -> str:
+    """ "a DFlash drafter, 1 layer", "an EAGLE-3 drafter, 1 layer": its kind, and its own layers where said."""
+    layers = facts.layers
+    return f"{facts.said}, {layers} layer{'s' if layers != 1 else ''}" if layers else facts.said
+
+
 def facts_of(path: str | Path) -> ModelFacts:
     """The facts of the GGUF file or MLX folder at path; ModelFileError with a sentence where it is neither."""
     path = Path(path).expanduser()
