@@ -123,15 +123,20 @@ def discover_mlx(target_path: Path, home: Path | None = None, env=None, folders=
 
 
 def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
-    """The name of the kind of drafter `spec` names for this target, from headers alone
-    (engine.drafting.kinds.kind_of_spec; an MLX folder's config). A drafter for another runtime than
-    the target's is refused in a sentence."""
+    """The name of the kind of drafter `spec` names for this target, from its facts alone (a GGUF header,
+    an MLX folder's config: engine.models.facts). A drafter for another runtime than the target's is
+    refused in a sentence."""
     keyword = kinds.kind_named(str(spec))
     if keyword is not None and keyword.keyword:
         return keyword.name
     ours, theirs = runtime_owning(target_path), runtime_owning(spec)
     if ours is not None and theirs is not None and ours is not theirs:
         raise IncompatibleDrafter(mlx_compat.runtimes_differ(target_path, spec, ours, theirs) + ".")
-    if theirs is MLX_RUNTIME:
-        return mlx_facts(checked_folder(spec)).kind.name
-    return kinds.kind_of_spec(target_path, spec).name
+    side = facts_of(spec)
+    if (
+        side.kind is kinds.MTP
+        and side.made_for_family
+        and facts_of(target_path).architecture not in side.made_for_family
+    ):
+        return kinds.MODEL.name  # heads of another family: the loader's kind check says so in its sentence
+    return side.kind.name
