@@ -14,7 +14,7 @@ from pathlib import Path
 
 from engine.drafting import kinds
 from engine.errors import IncompatibleDrafter
-from engine.models.facts import mlx_facts, read_mlx
+from engine.models.facts import facts_of, mlx_facts, read_mlx
 from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 from engine.runtime.llama import Model
 from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
@@ -54,7 +54,7 @@ def _llama_kind_of_loaded(drafter: TextModel, target: TextModel) -> kinds.Drafte
 def _mlx_refusal(path: Path, target_name: str) -> str:
     if not LLAMA_RUNTIME.owns(path):
         return ""
-    kind = kinds.kind_of_spec(path, path)
+    kind = facts_of(path).kind
     if kind is kinds.MODEL:
         return ""  # a whole model converts as a target does
     return (

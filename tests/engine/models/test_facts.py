@@ -119,3 +119,14 @@ def test_a_file_or_folder_that_is_no_model_gets_a_sentence(tmp_path):
         facts_of(text)
     with pytest.raises(ModelFileError, match=r"^No model file at "):
         facts_of(tmp_path / "missing.gguf")
+
+
+def test_an_mlx_target_refuses_a_gguf_drafter_file_by_its_kind(made):
+    from engine.models.drafterfiles import DRAFTER_FILES
+
+    refusal = DRAFTER_FILES[MLX_RUNTIME].refusal
+    assert refusal(made["dflash"], "Qwen3-4bit") == (
+        "dflash.gguf is a DFlash file for llama.cpp, and Qwen3-4bit runs on MLX: pick the MLX build of that "
+        "drafter, or load the pair with --runtime llama."
+    )
+    assert refusal(made["hybrid"], "Qwen3-4bit") == ""  # a whole model converts as a target does
