@@ -16,7 +16,6 @@ from engine.errors import DraftlightError, IncompatibleDrafter
 from engine.models import catalog, mlx_compat
 from engine.models.facts import ModelFacts, checked_folder, facts_of, mlx_facts
 from engine.models.rules import fits, made_for
-from engine.runtime.gguf import read_gguf
 from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 from engine.runtime.loading import runtime_owning
 from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
@@ -65,10 +64,10 @@ def discover(target_path: str | Path) -> Discovery:
         if not path.is_file() or path.resolve() in seen:
             continue
         try:
-            info = read_gguf(path)
+            model_facts = facts_of(path)
         except DraftlightError:
             continue
-        if info.architecture == target.architecture and path.stat().st_size < target_path.stat().st_size:
+        if model_facts.architecture == target.architecture and model_facts.size < target.size:
             return Discovery(str(path), f"{model.title}, a smaller {target.architecture} model, drafts for it.")
     said = (
         f"No drafter found for {target.called}: it carries no MTP heads, no mtp-, dflash- or eagle3- file beside "
