@@ -23,7 +23,8 @@ from engine.measure.profile import drafting_free, load_profile, saved_rows
 from engine.models import catalog
 from engine.models.compat import Rule, Verdict, rules
 from engine.models.discover import discover, drafter_kind
-from engine.models.facts import gguf_facts
+from engine.models.facts import gguf_facts, mlx_facts
+from engine.models.naming import model_title
 from engine.models.pairing import (
     Memory,
     ModelShapes,
@@ -214,7 +215,8 @@ def pair_report(
 
 def _facts(path: Path) -> tuple[Model, ModelShapes]:
     model = Model(path, vocab_only=True)
-    return model, model_shapes(model.info, model.state_kind)
+    facts = gguf_facts(model.info)
+    return model, model_shapes(facts, model.state_kind, model_title(facts.path, facts.quantization))
 
 
 def _gguf_checks(target_path: Path, drafter_path: Path | None, kind: str):
@@ -242,13 +244,13 @@ def _gguf_checks(target_path: Path, drafter_path: Path | None, kind: str):
 def _mlx_checks(target_path: Path, drafter_path: Path | None, kind: str):
     """(target facts, drafter facts, rules) from MLX folders' headers (engine.models.mlx_compat)."""
     target = read_folder(target_path)
-    target_facts = mlx_shapes(target)
+    target_facts = mlx_shapes(mlx_facts(target))
     if kind == kinds.MTP.name and drafter_path is None:
         return target_facts, None, (mtp_rule(target_facts),)
     if drafter_path is None:
         return target_facts, None, ()
     drafter = read_folder(drafter_path)
-    return target_facts, mlx_shapes(drafter), mlx_rules(target, drafter)
+    return target_facts, mlx_shapes(mlx_facts(drafter)), mlx_rules(target, drafter)
 
 
 def _profile(

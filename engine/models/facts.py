@@ -65,6 +65,10 @@ class ModelFacts:
     # is the target's it reads; None where its runtime does not share a cache
     vocab_map: tuple[int | None, int | None, int | None] | None = None  # EAGLE-3: (full, draft, d2t) vocabularies
     base_models: tuple[str, ...] = ()  # what its makers say it was trained from, or for
+    kv_heads: int | None = None  # its KV cache's shape: heads, key and value widths
+    key_dim: int | None = None
+    value_dim: int | None = None
+    attention_interval: int | None = None  # a hybrid's every n-th layer keeps a KV cache; None where all do
 
 
 def kind_words(facts: ModelFacts) -> str:
@@ -93,6 +97,8 @@ def gguf_facts(info: GGUFInfo) -> ModelFacts:
         return _whole(meta.get(f"{arch}.{name}"))
 
     kind = kinds.kind_of_file(info, arch)
+    heads, width = key("attention.head_count"), key("embedding_length")
+    head_dim = width // heads if heads and width else None
     value = meta.get(f"{arch}.target_layers")
     reads = tuple(i for i in value if _whole(i) is not None) if isinstance(value, list) else None
     reads_width = {kinds.EAGLE3: key("target_hidden_size"), kinds.ASSISTANT: key("embedding_length_out")}
@@ -131,6 +137,10 @@ def gguf_facts(info: GGUFInfo) -> ModelFacts:
         cache_shape=(key("attention.head_count_kv"), key("attention.key_length")),
         vocab_map=vocab_map,
         base_models=tuple(bases),
+        kv_heads=key("attention.head_count_kv") or heads,  # an array per layer reads as absent: the heads
+        key_dim=key("attention.key_length") or head_dim,
+        value_dim=key("attention.value_length") or head_dim,
+        attention_interval=_interval(key("full_attention_interval")),
     )  # fmt: skip
 
 
@@ -186,6 +196,8 @@ def mlx_facts(folder: MlxFolder) -> ModelFacts:
     vocab_map = (
         (full, _whole(config.get("draft_vocab_size", full)), _d2t_size(folder)) if kind is kinds.EAGLE3 else None
     )
+    heads = _positive(config, "num_attention_heads")
+    head_dim = _positive(config, "head_dim") or (folder.hidden_size // heads if heads and folder.hidden_size else None)
     eos_value = config.get("eos_token_id")
     eos_ids = [_whole(i) for i in (eos_value if isinstance(eos_value, list) else [eos_value])]
     eos = frozenset(i for i in eos_ids if i is not None and i >= 0)
@@ -211,7 +223,21 @@ def mlx_facts(folder: MlxFolder) -> ModelFacts:
         trained_layers=_whole(config.get("num_target_layers", flash.get("num_target_layers"))),
         made_for_family=ASSISTANT_TARGETS if kind is kinds.ASSISTANT else frozenset(),
         vocab_map=vocab_map,
+        kv_heads=_positive(config, "num_key_value_heads") or heads,
+        key_dim=head_dim,
+        value_dim=head_dim,
+        attention_interval=_interval(_positive(config, "full_attention_interval")),
     )  # fmt: skip
+
+
+def _positive(config: dict, key: str) -> int | None:
+    """A count config.json (or its text_config) gives, where it is a positive whole number."""
+    value = _whole(text_field(config, key))
+    return value if value is not None and value > 0 else None
+
+
+def _interval(value: int | None) -> int | None:
+    return value if value is not None and value > 1 else None
 
 
 def _layers(value: object) -> tuple[int, ...] | None:

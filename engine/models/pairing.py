@@ -12,10 +12,9 @@ from engine.drafting import kinds
 from engine.models import catalog
 from engine.models.compat import Rule
 from engine.models.discover import discover
-from engine.models.naming import model_title, quantization
+from engine.models.facts import ModelFacts
 from engine.models.pairs import PAIRS
 from engine.runtime.formats import LLAMA
-from engine.runtime.gguf import GGUFInfo
 from engine.runtime.loading import runtime_named
 from engine.runtime.runtimes import Runtime
 
@@ -48,50 +47,25 @@ class ModelShapes:
         return self.kv_layers * row * n_ctx
 
 
-def _int(info: GGUFInfo, key: str) -> int | None:
-    value = info.metadata.get(f"{info.architecture}.{key}")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def model_shapes(info: GGUFInfo, state_kind: str) -> ModelShapes:
-    """The facts of a model whose header is `info`; `state_kind` from llama.cpp (Model.state_kind)."""
-    layers = _int(info, "block_count") or 0
-    heads = _int(info, "attention.head_count") or 0
-    kv_heads = _int(info, "attention.head_count_kv") or heads  # an array per layer reads as absent: the heads
-    width = _int(info, "embedding_length") or 0
-    head_dim = width // heads if heads else 0
-    if state_kind == "recurrent":
-        kv_layers = 0
-    elif state_kind == "hybrid":
-        interval = _int(info, "full_attention_interval")
-        kv_layers = layers // interval if interval else layers
-    else:
-        kv_layers = layers
-    bases = []
-    for i in range(_int_plain(info.metadata.get("general.base_model.count"))):
-        name = info.metadata.get(f"general.base_model.{i}.name") or info.metadata.get(
-            f"general.base_model.{i}.repo_url"
-        )
-        if isinstance(name, str) and name:
-            bases.append(name)
+def model_shapes(facts: ModelFacts, state_kind: str, name: str) -> ModelShapes:
+    """The shapes of a model from its facts (engine.models.facts); `state_kind` as its runtime says it
+    (llama.cpp's Model.state_kind; an MLX folder's hybrid layers), `name` as the doctor heads it."""
+    layers = facts.layers or 0
+    interval = facts.attention_interval if state_kind == "hybrid" else None
     return ModelShapes(
-        path=str(info.path),
-        name=model_title(info.path, quantization(info.metadata)),
-        architecture=info.architecture,
-        file_bytes=info.actual_size,
+        path=str(facts.path),
+        name=name,
+        architecture=facts.architecture,
+        file_bytes=facts.size,
         state_kind=state_kind,
         layers=layers,
-        kv_layers=kv_layers,
-        kv_heads=kv_heads,
-        key_dim=_int(info, "attention.key_length") or head_dim,
-        value_dim=_int(info, "attention.value_length") or head_dim,
-        mtp_heads=info.nextn_layers,
-        base_models=tuple(bases),
+        kv_layers=0 if state_kind == "recurrent" else layers // interval if interval else layers,
+        kv_heads=facts.kv_heads or 0,
+        key_dim=facts.key_dim or 0,
+        value_dim=facts.value_dim or 0,
+        mtp_heads=facts.mtp_heads,
+        base_models=facts.base_models,
     )
-
-
-def _int_plain(value) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 64 else 0
 
 
 def gb(n: float) -> str:

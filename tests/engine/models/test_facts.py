@@ -55,6 +55,10 @@ def test_a_gguf_chat_model_is_described_from_its_header(made):
         layers=2,
         mtp_heads=0,
         cache_shape=(2, 128),
+        kv_heads=2,
+        key_dim=128,
+        value_dim=128,
+        attention_interval=2,  # every second layer keeps a KV cache, the other a recurrent state
     )
 
 
@@ -93,6 +97,12 @@ def test_an_mlx_folder_is_described_in_the_same_words(made):
         kinds.DFLASH, "a DFlash drafter", 64, (0, 1), 2,
     )  # fmt: skip
     assert (eagle3.kind, eagle3.target_layers, eagle3.vocab_map) == (kinds.EAGLE3, (0, 1, 1), (8, 4, None))
+
+
+def test_an_mlx_folder_says_the_shape_of_its_kv_cache(tmp_path):
+    shaped = {"num_attention_heads": 4, "num_key_value_heads": 2, "full_attention_interval": 4}
+    facts = facts_of(mlx_folder(tmp_path / "hybrid", layers=8, extra=shaped))
+    assert (facts.kv_heads, facts.key_dim, facts.value_dim, facts.attention_interval) == (2, 16, 16, 4)
 
 
 def test_the_rules_read_the_facts_alike_for_both_formats(made):
