@@ -15,8 +15,7 @@ from engine.drafting import kinds
 from engine.drafting.dflash import LAYER_INPUT_ARCHITECTURES
 from engine.errors import ModelFileError
 from engine.models.mlx_folders import DRAFTER_WORDS, MlxFolder, read_folder, read_header, text_field
-from engine.models.naming import quantization
-from engine.runtime.gguf import GGUFInfo, read_gguf
+from engine.runtime.gguf import GGUFInfo, file_type_name, read_gguf
 from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
 from engine.runtime.mlx_check import check_folder
@@ -122,7 +121,7 @@ def gguf_facts(info: GGUFInfo) -> ModelFacts:
         kind=kind,
         said=SAID.get(kind, "an MTP head in a file of its own" if kind is kinds.MTP else "a draft model"),
         size=info.actual_size,
-        quantization=quantization(meta),
+        quantization=file_type_name(meta),
         vocab_size=vocab,
         bos=_whole(meta.get("tokenizer.ggml.bos_token_id")),
         eos=frozenset({eos} if eos is not None else ()),

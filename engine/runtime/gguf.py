@@ -88,6 +88,22 @@ GGML_TYPE_SIZES: dict[int, tuple[int, int]] = {
     42: (64, 18),  # Q2_0
 }
 
+# llama.cpp's LLAMA_FTYPE_* (general.file_type): the weights' quantization
+FILE_TYPES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
+    19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
+    26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0",
+    37: "TQ2_0", 38: "MXFP4",
+}  # fmt: skip
+
+
+def file_type_name(metadata: dict[str, Any]) -> str:
+    """A header's weight type as llama.cpp names it ("Q4_K_M"), or "" where it does not say."""
+    file_type = metadata.get("general.file_type")
+    return FILE_TYPES.get(file_type, "") if isinstance(file_type, int) and not isinstance(file_type, bool) else ""
+
+
 # GGUF value types
 _SCALARS = {
     0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
