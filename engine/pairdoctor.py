@@ -23,18 +23,20 @@ from engine.measure.profile import drafting_free, load_profile, saved_rows
 from engine.models import catalog
 from engine.models.compat import Rule, Verdict, rules
 from engine.models.discover import discover, drafter_kind
+from engine.models.facts import gguf_facts, mlx_facts
+from engine.models.naming import model_title
 from engine.models.pairing import (
     Memory,
-    ModelFacts,
+    ModelShapes,
     drafter_architecture,
-    made_for_rule,
     memory_needed,
-    model_facts,
+    model_shapes,
     mtp_rule,
     suggest,
     target_architecture,
 )
-from engine.pairmlx import mlx_facts, mlx_rules, read_folder
+from engine.models.rules import made_for_rule
+from engine.pairmlx import mlx_rules, mlx_shapes, read_folder
 from engine.pairprobe import (
     PROBE_DEPTH,
     PROBE_PROMPTS,
@@ -68,8 +70,8 @@ class Prediction:
 
 @dataclass(frozen=True)
 class PairReport:
-    target: ModelFacts
-    drafter: ModelFacts | None
+    target: ModelShapes
+    drafter: ModelShapes | None
     drafter_spec: str  # as given: "default", a catalog key, a path, "mtp", "ngram", "auto", "none"
     drafter_kind: str
     rules: tuple[Rule, ...]
@@ -211,9 +213,10 @@ def pair_report(
     return report
 
 
-def _facts(path: Path) -> tuple[Model, ModelFacts]:
+def _facts(path: Path) -> tuple[Model, ModelShapes]:
     model = Model(path, vocab_only=True)
-    return model, model_facts(model.info, model.state_kind)
+    facts = gguf_facts(model.info)
+    return model, model_shapes(facts, model.state_kind, model_title(facts.path, facts.quantization))
 
 
 def _gguf_checks(target_path: Path, drafter_path: Path | None, kind: str):
@@ -226,7 +229,7 @@ def _gguf_checks(target_path: Path, drafter_path: Path | None, kind: str):
             return target_facts, None, ()
         drafter_model, drafter_facts = _facts(drafter_path)
         try:
-            made_for = made_for_rule(target_model.info, drafter_model.info, kind)
+            made_for = made_for_rule(gguf_facts(target_model.info), gguf_facts(drafter_model.info))
             return (
                 target_facts,
                 drafter_facts,
@@ -241,13 +244,13 @@ def _gguf_checks(target_path: Path, drafter_path: Path | None, kind: str):
 def _mlx_checks(target_path: Path, drafter_path: Path | None, kind: str):
     """(target facts, drafter facts, rules) from MLX folders' headers (engine.models.mlx_compat)."""
     target = read_folder(target_path)
-    target_facts = mlx_facts(target)
+    target_facts = mlx_shapes(mlx_facts(target))
     if kind == kinds.MTP.name and drafter_path is None:
         return target_facts, None, (mtp_rule(target_facts),)
     if drafter_path is None:
         return target_facts, None, ()
     drafter = read_folder(drafter_path)
-    return target_facts, mlx_facts(drafter), mlx_rules(target, drafter)
+    return target_facts, mlx_shapes(mlx_facts(drafter)), mlx_rules(target, drafter)
 
 
 def _profile(

@@ -14,8 +14,10 @@ from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
 from engine.measure.profile import load_profile
 from engine.models import catalog
 from engine.models.compat import Verdict, check
-from engine.models.discover import discover, fits
+from engine.models.discover import discover
 from engine.models.drafterfiles import DRAFTER_FILES
+from engine.models.facts import ModelFacts, facts_of, gguf_facts
+from engine.models.rules import fits, made_for_rule
 from engine.runtime import RuntimeOptions
 from engine.runtime.gguf import GGUFInfo
 from engine.runtime.loading import chosen_runtime, load_model, runtime_of
@@ -80,15 +82,15 @@ def load_drafter(
     folder_kind = files.kind_before_load(path)
     if folder_kind is not None:
         return _load_folder_drafter(target, path, folder_kind, target_ctx)
+    refused = made_for_another(target, path)  # from the headers, before the loader reads a tensor
+    if refused:
+        raise IncompatibleDrafter(Verdict(False, (refused,)).explain())
     model = load_model(path, runtime, options, converter(progress))
     try:
         verdict = check(target, model)
         if not verdict.compatible:
             raise IncompatibleDrafter(verdict.explain())
         kind = files.kind_of_loaded(model, target)
-        refused = made_for_another(target, model, kind)
-        if refused:
-            raise IncompatibleDrafter(Verdict(False, (refused,)).explain())
         if kind.reads_target and target_ctx is None:
             raise IncompatibleDrafter(f"{model.name} reads the target's layers: load it beside a loaded target.")
         verdict = replace(verdict, made_for=made_for(target, model, kind))  # GGUF metadata names its base
@@ -98,28 +100,43 @@ def load_drafter(
         raise
 
 
-def made_for_another(target: TextModel, drafter: TextModel, kind: kinds.DrafterKind) -> str:
+def made_for_another(target: TextModel, path: Path) -> str:
     """Why a GGUF drafter that reads the target's insides cannot read this one (its width, the layers it
-    reads, an assistant's family and cache), as the clause the pairing doctor's rule fails with
-    (engine.models.discover.fits), so `pair` and a load refuse it in one sentence; "" where it fits."""
-    target_info, drafter_info = getattr(target, "info", None), getattr(drafter, "info", None)
-    if not (kind.reads_target and isinstance(target_info, GGUFInfo) and isinstance(drafter_info, GGUFInfo)):
+    reads, an assistant's family and cache, EAGLE-3's vocabulary map), from the two headers, as the clause
+    the pairing doctor's rule fails with (engine.models.rules.fits): `pair` and a load refuse it in one
+    sentence, before llama.cpp's loader sees the file; "" where it fits. Heads of another family are left
+    to the kind check (engine.models.drafterfiles), which says so."""
+    target_info = getattr(target, "info", None)
+    if not isinstance(target_info, GGUFInfo):
         return ""
-    why_not = fits(target_info, drafter_info)[1]
+    try:
+        side = facts_of(path)
+    except DraftlightError:
+        return ""  # not a file this reads: the loader says why
+    ours = gguf_facts(target_info)
+    if not side.kind.reads_target or (side.kind is kinds.MTP and ours.architecture not in side.made_for_family):
+        return ""
+    why_not = fits(ours, side)[1]
     return f"it {why_not}" if why_not else ""
 
 
 def made_for(target: TextModel, drafter: TextModel, kind: kinds.DrafterKind) -> str:
     """Where a drafter that reads the target's insides names another target in its metadata (its base,
     general.base_model.*), that in a sentence, said before the first reply; else "". The pairing
-    doctor's rule (engine.models.pairing.made_for_rule), so the two say the same."""
-    from engine.models.pairing import made_for_rule
+    doctor's rule (engine.models.rules.made_for_rule), so the two say the same."""
+    facts = _gguf_facts(target, drafter)
+    if not kind.reads_target or facts is None:
+        return ""
+    rule = made_for_rule(*facts)
+    return f"{rule.sentence} Its drafts may be kept less often." if rule is not None and not rule.holds else ""
 
+
+def _gguf_facts(target: TextModel, drafter: TextModel) -> tuple[ModelFacts, ModelFacts] | None:
+    """The two models' facts from the GGUF headers llama.cpp loaded them from; None where either has none."""
     target_info, drafter_info = getattr(target, "info", None), getattr(drafter, "info", None)
     if not (isinstance(target_info, GGUFInfo) and isinstance(drafter_info, GGUFInfo)):
-        return ""
-    rule = made_for_rule(target_info, drafter_info, kind.name)
-    return f"{rule.sentence} Its drafts may be kept less often." if rule is not None and not rule.holds else ""
+        return None
+    return gguf_facts(target_info), gguf_facts(drafter_info)
 
 
 def load_target(

@@ -23,7 +23,7 @@ from engine.drafting.mtp import ASSISTANT_ARCHITECTURES, MtpDrafter
 from engine.drafting.ngram import NgramDrafter
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model, RuntimeContext
-from engine.runtime.gguf import GGUFInfo, read_gguf
+from engine.runtime.gguf import GGUFInfo
 from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 from engine.runtime.loading import runtime_named
 from engine.runtime.mlx.runtime import RUNTIME as MLX_RUNTIME
@@ -276,16 +276,6 @@ def kind_of_file(side: GGUFInfo, target_architecture: str) -> DrafterKind:
     if heads_alone(side) and arch == target_architecture:
         return MTP
     return MODEL
-
-
-def kind_of_spec(target_path: str | Path, spec: str | Path) -> DrafterKind:
-    """The kind a drafter spec names for this target: a keyword's own, else its file's (headers alone)."""
-    keyword = KINDS.get(str(spec))
-    if keyword is not None and keyword.keyword:
-        return keyword
-    side = read_gguf(Path(spec))
-    target_architecture = read_gguf(Path(target_path)).architecture if heads_alone(side) else ""
-    return kind_of_file(side, target_architecture)
 
 
 # Each kind's loader on each runtime: a kind a runtime cannot run has no entry ("none" has none anywhere).

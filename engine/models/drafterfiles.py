@@ -14,7 +14,7 @@ from pathlib import Path
 
 from engine.drafting import kinds
 from engine.errors import IncompatibleDrafter
-from engine.models import mlx_compat
+from engine.models.facts import facts_of, mlx_facts, read_mlx
 from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 from engine.runtime.llama import Model
 from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
@@ -54,7 +54,7 @@ def _llama_kind_of_loaded(drafter: TextModel, target: TextModel) -> kinds.Drafte
 def _mlx_refusal(path: Path, target_name: str) -> str:
     if not LLAMA_RUNTIME.owns(path):
         return ""
-    kind = kinds.kind_of_spec(path, path)
+    kind = facts_of(path).kind
     if kind is kinds.MODEL:
         return ""  # a whole model converts as a target does
     return (
@@ -66,8 +66,8 @@ def _mlx_refusal(path: Path, target_name: str) -> str:
 def _mlx_kind_before_load(path: Path) -> kinds.DrafterKind | None:
     if not MLX_RUNTIME.owns(path):
         return None
-    folder = mlx_compat.read_mlx(path)  # a draft model where it cannot be read: the loader says why
-    kind = mlx_compat.kind_of(folder) if folder is not None else kinds.MODEL
+    folder = read_mlx(path)  # a draft model where it cannot be read: the loader says why
+    kind = mlx_facts(folder).kind if folder is not None else kinds.MODEL
     return kind if kind.reads_target else None
 
 

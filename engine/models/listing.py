@@ -1,40 +1,65 @@
 """`draftlight models --list`'s last part: the models already on this machine, as the app's pickers find
-them (engine.models.local), each by the name `--target` takes. GGUF files first; then MLX folders,
-each chat model with the drafter folders that fit it beneath it (their kind read from config.json,
-engine.models.mlx_compat), and the drafter folders that fit none of them. A folder the MLX loaders would
-refuse (engine.runtime.mlx_check) is listed with the sentence saying why."""
+them (engine.models.local), each by the name `--target` takes, GGUF files and MLX folders in one list. Each
+model is listed with the drafters that fit it beneath it (a drafter's kind read from its header or its
+config.json, engine.models.facts; whether it fits by the one rule, engine.models.rules), then the drafters
+that fit none of them. A folder the MLX loaders would refuse (engine.runtime.mlx_check) is listed with the
+sentence saying why."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from engine.errors import DraftlightError
 from engine.models import mlx_compat
+from engine.models.compat import VOCAB_SIZE_TOLERANCE
+from engine.models.facts import ModelFacts, facts_of, kind_words, mlx_facts, read_mlx
 from engine.models.local import LocalModel, local_models
-from engine.models.mlx_folders import MlxFolder, drafter_words
+from engine.models.mlx_folders import MlxFolder
+from engine.models.rules import fits
 
-GGUF_PLACES = "LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache"
+PLACES = "LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache"
 
 
-def fit(target: MlxFolder, drafter: MlxFolder) -> bool:
-    """Whether a drafter folder can draft for the target: what its kind needs, and the vocabularies."""
-    return not mlx_compat.fits(target, drafter)[1] and all(
-        r.holds for r in mlx_compat.vocabulary_rules(target, drafter)
-    )
+def fit(target: ModelFacts, drafter: ModelFacts, folders: dict[str, MlxFolder]) -> bool:
+    """Whether a drafter can draft for the target: the same runtime, what its kind needs, and the
+    vocabularies (two MLX folders' tokenizers compared; else the sizes, within llama.cpp's tolerance)."""
+    if drafter.runtime is not target.runtime or fits(target, drafter)[1]:
+        return False
+    a, b = folders.get(str(target.path)), folders.get(str(drafter.path))
+    if a is not None and b is not None:
+        return all(r.holds for r in mlx_compat.vocabulary_rules(a, b))
+    if target.vocab_size is None or drafter.vocab_size is None:
+        return True
+    return abs(target.vocab_size - drafter.vocab_size) <= VOCAB_SIZE_TOLERANCE
+
+
+def _facts(model: LocalModel, folders: dict[str, MlxFolder]) -> ModelFacts | None:
+    if model.is_folder:
+        folder = read_mlx(model.path)
+        if folder is None:
+            return None
+        folders[str(model.path)] = folder
+        return mlx_facts(folder)
+    try:
+        return facts_of(model.path)
+    except DraftlightError:
+        return None
 
 
 def print_local_models(say: Callable[[str], None] = print, models: list[LocalModel] | None = None) -> None:
-    """The models on this machine: GGUF files, then MLX folders with their drafters beneath them."""
+    """The models on this machine, GGUF files and MLX folders alike, each with its drafters beneath it."""
     models = local_models() if models is None else models
-    ggufs = [m for m in models if not m.is_folder]
-    say(f"\nGGUF models on this machine ({GGUF_PLACES}):" if ggufs else f"\nNo GGUF models in {GGUF_PLACES}.")
-    for m in ggufs:
-        say(f"  {m.label()}: {m.path}")
-    read = [(m, mlx_compat.read_mlx(m.path)) for m in models if m.is_folder]
-    folders = [(m, f) for m, f in read if f is not None]
-    refused = {m.path: mlx_compat.refusal(m.path) for m, _ in folders}  # the loaders' own check, said here first
-    targets = [(m, f) for m, f in folders if not mlx_compat.kind_of(f).reads_target]
-    drafters = [(m, f) for m, f in folders if mlx_compat.kind_of(f).reads_target]
-    say("\nMLX model folders on this machine:" if folders else "\nNo MLX model folders on this machine.")
+    folders: dict[str, MlxFolder] = {}
+    read = [(m, _facts(m, folders)) for m in models]
+    described = [(m, f) for m, f in read if f is not None]
+    refused = {m.path: mlx_compat.refusal(m.path) if m.is_folder else "" for m, _ in described}
+    targets = [(m, f) for m, f in described if not f.kind.reads_target]
+    drafters = [(m, f) for m, f in described if f.kind.reads_target]
+    say(
+        f"\nModels on this machine ({PLACES}, and MLX folders), by the names --target takes:"
+        if described
+        else f"\nNo models on this machine: none in {PLACES}."
+    )
     placed: set[int] = set()
     for m, target in targets:
         say(f"  {m.label()}: {m.path}")
@@ -42,13 +67,13 @@ def print_local_models(say: Callable[[str], None] = print, models: list[LocalMod
             say(f"    It will not load: {refused[m.path]}")
             continue
         for i, (d, drafter) in enumerate(drafters):
-            if not refused[d.path] and fit(target, drafter):
+            if not refused[d.path] and fit(target, drafter, folders):
                 placed.add(i)
-                say(f"    {drafter_words(drafter)}, drafts for it: {d.label()}: {d.path}")
+                say(f"    {kind_words(drafter)}, drafts for it: {d.label()}: {d.path}")
     left = [(d, f) for i, (d, f) in enumerate(drafters) if i not in placed]
     if left:
-        say("Drafter folders that fit none of these models:")
+        say("Drafters that fit none of these models:")
     for d, drafter in left:
-        say(f"  {drafter_words(drafter)}: {d.label()}: {d.path}")
+        say(f"  {kind_words(drafter)}: {d.label()}: {d.path}")
         if refused[d.path]:
             say(f"    It will not load: {refused[d.path]}")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import DraftlightError
-from engine.models.mlx_folders import drafter_words, folders_under, read_folder
+from engine.models.mlx_folders import folders_under, read_folder
 from engine.runtime.gguf import read_gguf
 
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
@@ -30,15 +30,6 @@ OLLAMA_DIGEST = re.compile(r"sha256[:-]([0-9a-f]{64})")  # a blob's name: never 
 MAX_MANIFEST = 1 << 16  # Ollama's manifests are a few hundred bytes
 SPLIT_PART = re.compile(r"-(\d{5})-of-\d{5}\.gguf$", re.IGNORECASE)  # a model in several files: its first names it
 MAX_DEPTH = 6  # folders below a root that are searched
-
-# llama.cpp's LLAMA_FTYPE_* (general.file_type): the weights' quantization
-FILE_TYPES = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
-    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
-    19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
-    26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0",
-    37: "TQ2_0", 38: "MXFP4",
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -51,7 +42,7 @@ class LocalModel:
     architecture: str
     runtime: str = "llama"  # "llama" for a GGUF file, "mlx" for an MLX folder (engine.runtime.formats)
     group_size: int | None = None  # an MLX folder's quantization groups
-    drafter: str = ""  # a drafter folder's kind in words ("an EAGLE-3 drafter, 1 layer"); "" for a model
+    drafter: str = ""  # a drafter's kind in words ("an EAGLE-3 drafter, 1 layer"), GGUF or MLX; "" for a model
 
     @property
     def is_folder(self) -> bool:
@@ -59,7 +50,7 @@ class LocalModel:
         return self.path.is_dir()
 
     def picked(self) -> str:
-        """Its entry in the app's pickers: a drafter folder says its kind first."""
+        """Its entry in the app's pickers: a drafter says its kind first."""
         return f"{self.drafter}: {self.label()}" if self.drafter else self.label()
 
     def label(self) -> str:
@@ -107,6 +98,8 @@ def local_models(
 def _mlx_models(roots: list[tuple[Path, str]], hub: Path) -> Iterator[LocalModel]:
     """The MLX folders under each (root, source), each once: by real folder, and by the weights it
     holds (two snapshots of one repository that share their blobs are one model)."""
+    from engine.models.facts import kind_words, mlx_facts  # facts names a model as this module's listing does
+
     seen_folders: set[Path] = set()
     seen_weights: set[frozenset[Path]] = set()
     for root, source in roots:
@@ -126,7 +119,8 @@ def _mlx_models(roots: list[tuple[Path, str]], hub: Path) -> Iterator[LocalModel
                 _hf_name(folder, hub) if root == hub else str(folder.relative_to(root)) if folder != root else root.name
             )
             q = mlx.quantization
-            words = drafter_words(mlx) if mlx.drafter else ""
+            facts = mlx_facts(mlx)
+            words = kind_words(facts) if facts.kind.reads_target else ""
             yield LocalModel(
                 real, name, source, mlx.size, mlx.words(), mlx.architecture, "mlx", q.group_size if q else None, words
             )
@@ -218,6 +212,8 @@ def _describe(path: Path, name: str, source: str) -> LocalModel | None:
         return None  # not a model llama.cpp could load: not worth offering
     except Exception:  # a hostile header must not cost the listing
         return None
-    file_type = info.metadata.get("general.file_type")
-    quant = FILE_TYPES.get(file_type, "") if isinstance(file_type, int) else ""
-    return LocalModel(path, name, source, path.stat().st_size, quant, info.architecture)
+    from engine.models.facts import gguf_facts, kind_words  # facts names a model as this module's listing does
+
+    facts = gguf_facts(info)
+    words = kind_words(facts) if facts.kind.reads_target else ""
+    return LocalModel(path, name, source, path.stat().st_size, facts.quantization, info.architecture, drafter=words)

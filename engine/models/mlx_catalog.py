@@ -17,7 +17,7 @@ from engine.drafting import kinds
 from engine.drafting.kinds import DrafterKind
 from engine.errors import ModelNotAvailable
 from engine.models.catalog import hub_allowed
-from engine.models.mlx_compat import read_mlx
+from engine.models.facts import read_mlx
 from engine.models.pairs import Report
 
 # What an MLX folder needs: its configs and tokenizer (json, sentencepiece, merges, chat template) and weights.

@@ -3,8 +3,8 @@
 The rules are llama.cpp's in spirit, read from files rather than a loaded vocabulary: the two
 tokenizer.json vocabularies spell every token alike (or, where a drafter carries none, the
 vocabulary sizes agree within llama.cpp's tolerance), the special tokens agree, and a drafter that
-reads the target's insides (DFlash, DSpark, EAGLE-3, a Gemma 4 assistant, an MTP head) is as wide as
-the target. A GGUF drafter for an MLX target, or an MLX one for a GGUF target, is refused: the runtimes
+reads the target's insides (DFlash, DSpark, EAGLE-3, a Gemma 4 assistant, an MTP head) passes the one
+rule of what it needs of its target (engine.models.rules, over engine.models.facts). A GGUF drafter for an MLX target, or an MLX one for a GGUF target, is refused: the runtimes
 differ. Nothing here imports mlx.
 """
 
@@ -14,26 +14,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.drafting import kinds
 from engine.errors import ModelFileError
 from engine.models.compat import VOCAB_SIZE_TOLERANCE, Rule, Verdict, verdict_of
-from engine.models.mlx_folders import (
-    DRAFTER_WORDS,
-    MAX_TOKENIZER_BYTES,
-    MlxFolder,
-    inside,
-    read_folder,
-    read_header,
-    read_json,
-)
+from engine.models.facts import mlx_facts, own_root, read_mlx
+from engine.models.mlx_folders import MAX_TOKENIZER_BYTES, MlxFolder, inside, read_json
+from engine.models.rules import made_for_rule
 from engine.runtime.mlx_check import check_folder
 from engine.runtime.runtimes import Runtime
-
-KIND_OF = {"dflash": kinds.DFLASH, "dspark": kinds.DSPARK, "eagle3": kinds.EAGLE3, "assistant": kinds.ASSISTANT,
-           "mtp": kinds.MTP}  # fmt: skip
-WIDTH_KEYS = ("target_hidden_size", "backbone_hidden_size")
-ASSISTANT_TARGETS = frozenset({"gemma4", "gemma4_text"})  # the families a Gemma 4 assistant attends to
-WORDS = DRAFTER_WORDS
 
 
 @dataclass(frozen=True)
@@ -41,24 +28,6 @@ class Vocabulary:
     tokens: dict[str, int] | None  # tokenizer.json's model.vocab; None where the folder has none readable
     special: dict[int, str]  # its added tokens marked special
     eos: frozenset[int]
-
-
-def own_root(folder: Path) -> Path:
-    """The root a folder's files may be read inside: a Hugging Face snapshot's repository (its files are
-    symlinks into ../../blobs), else the folder itself."""
-    return folder.parents[1] if folder.parent.name == "snapshots" else folder
-
-
-def name_of(folder: MlxFolder) -> str:
-    parts = folder.path.parts
-    if folder.path.parent.name == "snapshots" and parts[-3].startswith("models--"):
-        return parts[-3][len("models--") :].replace("--", "/")
-    return folder.path.name
-
-
-def read_mlx(path: str | Path) -> MlxFolder | None:
-    folder = Path(path).expanduser()
-    return read_folder(folder, own_root(folder))
 
 
 def refusal(path: str | Path) -> str:
@@ -69,21 +38,6 @@ def refusal(path: str | Path) -> str:
     except ModelFileError as e:
         return str(e)
     return ""
-
-
-def checked(path: str | Path) -> MlxFolder:
-    """A folder's description once the loaders' check passes; else ModelFileError with the check's sentence,
-    or, where the folder is whole and still not one MLX loads, a sentence saying so."""
-    check_folder(path)
-    folder = read_mlx(path)
-    if folder is None:
-        raise ModelFileError(f"{Path(path).name} is not an MLX model folder this can read.")
-    return folder
-
-
-def kind_of(folder: MlxFolder) -> kinds.DrafterKind:
-    """The kind of drafter an MLX folder is: a draft model of its own unless its config says otherwise."""
-    return KIND_OF.get(folder.drafter, kinds.MODEL)
 
 
 def vocabulary(folder: MlxFolder) -> Vocabulary:
@@ -153,111 +107,6 @@ def vocabulary_rules(target: MlxFolder, drafter: MlxFolder) -> tuple[Rule, ...]:
     return tuple(found)
 
 
-def made_for_rule(target: MlxFolder, drafter: MlxFolder) -> Rule | None:
-    """Whether a drafter that reads the target's insides is as wide (and, for DFlash, as deep) as the target;
-    None for a draft model of its own."""
-    kind = kind_of(drafter)
-    if not kind.reads_target:
-        return None
-    what, why_not = fits(target, drafter)
-    if why_not:
-        return Rule("made for this target", False, f"{name_of(drafter)} {why_not}.", (f"it {why_not}",))
-    return Rule("made for this target", True, f"{name_of(drafter)} is {what}, as wide as the target.")
-
-
-def fits(target: MlxFolder, side: MlxFolder) -> tuple[str, str]:
-    """(what the folder is, in words; why it does not fit this target, or ""): what each kind needs of
-    its target, from config.json alone: its width, the layers it reads inside the target's depth, an
-    assistant's family, EAGLE-3's vocabulary map. The loaders (engine.drafting.on_mlx) check the same."""
-    kind = kind_of(side)
-    if not kind.reads_target:
-        return "a draft model", ""
-    said = WORDS[side.drafter]
-    why_not = next((why for why in _needs(target, side, kind) if why), "")
-    return said, f"is {said} {why_not}: it was trained for another target" if why_not else ""
-
-
-def _needs(target: MlxFolder, side: MlxFolder, kind: kinds.DrafterKind):
-    """Each thing the drafter needs of the target, as the clause saying it does not hold ("" where it holds)."""
-    width = target.hidden_size
-    theirs = next((v for v in (side.config.get(k) for k in WIDTH_KEYS) if _whole(v)), None)
-    if theirs is None and kind is not kinds.ASSISTANT:  # DFlash, DSpark and MTP heads run at the target's width
-        theirs = side.hidden_size
-    if theirs is not None and width is not None and theirs != width:
-        yield f"for a model {theirs:,} wide, and the target is {width:,} wide"
-    flash = side.config.get("dflash_config")
-    flash = flash if isinstance(flash, dict) else {}
-    trained = side.config.get("num_target_layers", flash.get("num_target_layers"))
-    if _whole(trained) and target.layers is not None and trained != target.layers:
-        yield f"for a model of {trained} layers, and the target has {target.layers}"
-    if kind is kinds.ASSISTANT and target.architecture not in ASSISTANT_TARGETS:
-        yield f"made for a Gemma 4 target, and the target is {target.architecture}"
-    reads = _layers_read(side, kind, flash)
-    if target.layers is not None and any(not 0 <= i < target.layers for i in reads):
-        yield f"reading the target's layers {said_and(reads)}, and the target has layers 0 to {target.layers - 1}"
-    if kind is kinds.EAGLE3:
-        yield _vocabulary_map(target, side)
-
-
-def made_for(target: MlxFolder, side: MlxFolder) -> bool:
-    """Whether a drafter's config names the target it was made for and this target is it: an assistant
-    beside a Gemma 4, a drafter trained on a target of this many layers. `--drafter auto` takes these first."""
-    kind = kind_of(side)
-    if kind is kinds.ASSISTANT:
-        return target.architecture in ASSISTANT_TARGETS
-    flash = side.config.get("dflash_config")
-    trained = side.config.get("num_target_layers", flash.get("num_target_layers") if isinstance(flash, dict) else None)
-    return kind.reads_target and _whole(trained) and trained == target.layers
-
-
-def said_and(numbers: list[int]) -> str:
-    """ "0", "0 and 5", "-5, 1 and 2"."""
-    words = [str(n) for n in numbers]
-    return " and ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} and {words[-1]}"
-
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _layers_read(side: MlxFolder, kind: kinds.DrafterKind, flash: dict) -> list[int]:
-    """The target's layers a drafter reads: DFlash's and DSpark's `target_layer_ids`; EAGLE-3's, with the
-    layers before them whose outputs it taps (as mlx-vlm's Eagle3Config derives `capture_layer_ids`)."""
-    if kind in (kinds.DFLASH, kinds.DSPARK):
-        ids = flash.get("target_layer_ids", side.config.get("target_layer_ids"))
-    elif kind is kinds.EAGLE3:
-        ids = side.config.get("target_layer_ids") or side.config.get("eagle_aux_hidden_state_layer_ids")
-        capture = side.config.get("capture_layer_ids")
-        if isinstance(capture, list) and isinstance(ids, list):
-            ids = [*ids, *capture]
-    else:
-        return []
-    return sorted({i for i in ids if _whole(i)}) if isinstance(ids, list) else []
-
-
-def _vocabulary_map(target: MlxFolder, side: MlxFolder) -> str:
-    """Why an EAGLE-3 drafter's tokens do not map onto the target's, or "": its head writes the target's
-    vocabulary, directly or through `d2t` (a draft vocabulary's id to the target's)."""
-    layer = side.config.get("transformer_layer_config")
-    full = layer.get("vocab_size") if isinstance(layer, dict) else None
-    draft = side.config.get("draft_vocab_size", full)
-    if _whole(full) and target.vocab_size is not None and full != target.vocab_size:
-        return f"mapping its tokens into a vocabulary of {full:,}, and the target has {target.vocab_size:,}"
-    if _whole(draft) and _whole(full) and draft != full and _d2t_size(side) != draft:
-        return f"with a draft vocabulary of {draft:,} tokens and no map (d2t) of as many into the target's"
-    return ""
-
-
-def _d2t_size(side: MlxFolder) -> int | None:
-    """The length of the drafter's `d2t` tensor, from its safetensors headers; None where it has none."""
-    for path in side.weights:
-        header = read_header(path)
-        shape = header.tensors.get("d2t", (None, ()))[1] if header is not None else ()
-        if len(shape) == 1:
-            return shape[0]
-    return None
-
-
 def runtimes_differ(target: str | Path, drafter: str | Path, target_runtime: Runtime, drafter_runtime: Runtime) -> str:
     """The refusal of a pair whose files are for two runtimes, in a sentence."""
     return (
@@ -277,7 +126,7 @@ def check_folders(target_path: str | Path, drafter_path: str | Path) -> Verdict:
         if refused:
             return Verdict(False, (refused.rstrip("."),))
     assert target is not None and drafter is not None  # the loop returned for either that is None
-    made_for = made_for_rule(target, drafter)
+    made_for = made_for_rule(mlx_facts(target), mlx_facts(drafter))
     return verdict_of((*vocabulary_rules(target, drafter), *((made_for,) if made_for else ())))
 
 

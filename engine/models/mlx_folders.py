@@ -285,16 +285,6 @@ def read_folder(folder: Path, root: Path) -> MlxFolder | None:
     )
 
 
-def drafter_words(folder: MlxFolder) -> str:
-    """ "a DFlash drafter, 1 layer", "an EAGLE-3 drafter, 1 layer": its kind, and its own layers where said."""
-    said = DRAFTER_WORDS.get(folder.drafter, "a draft model")
-    layer = folder.config.get("transformer_layer_config")  # EAGLE-3 describes its own layers there
-    layers = folder.layers or (layer.get("num_hidden_layers") if isinstance(layer, dict) else None)
-    if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
-        said += f", {layers} layer{'s' if layers != 1 else ''}"
-    return said
-
-
 def folders_under(root: Path, max_depth: int = 6) -> list[Path]:
     """Folders under root (root itself included) holding a config.json, a few levels deep; a folder
     symlink is followed only where it leads inside root; hidden folders (.git, .locks) are skipped."""

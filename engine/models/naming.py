@@ -8,21 +8,14 @@ from pathlib import Path
 
 from engine.errors import DraftlightError
 from engine.models import catalog
-from engine.models.local import FILE_TYPES
-from engine.runtime.gguf import read_gguf
-
-
-def quantization(metadata: dict) -> str:
-    """A GGUF header's weight type as llama.cpp names it ("Q4_K_M"), or "" where it does not say."""
-    file_type = metadata.get("general.file_type")
-    return FILE_TYPES.get(file_type, "") if isinstance(file_type, int) and not isinstance(file_type, bool) else ""
+from engine.runtime.gguf import file_type_name, read_gguf
 
 
 def _read_quantization(path: Path) -> str:
     if path.suffix.lower() != ".gguf" or not path.is_file():
         return ""
     try:
-        return quantization(read_gguf(path).metadata)
+        return file_type_name(read_gguf(path).metadata)
     except (OSError, DraftlightError):
         return ""
 

@@ -5,18 +5,16 @@ pair from the catalog where there is one. The pairing doctor (engine.pairdoctor)
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.drafting import kinds
 from engine.models import catalog
 from engine.models.compat import Rule
-from engine.models.discover import discover, fits
-from engine.models.naming import model_title, quantization
+from engine.models.discover import discover
+from engine.models.facts import ModelFacts
 from engine.models.pairs import PAIRS
 from engine.runtime.formats import LLAMA
-from engine.runtime.gguf import GGUFInfo
 from engine.runtime.loading import runtime_named
 from engine.runtime.runtimes import Runtime
 
@@ -26,8 +24,8 @@ KV_TYPES = ("q8_0", "f16")
 
 
 @dataclass(frozen=True)
-class ModelFacts:
-    """One model's shapes, as its header gives them."""
+class ModelShapes:
+    """One model's shapes, as its header gives them: what its memory and its rollback cost."""
 
     path: str
     name: str
@@ -49,50 +47,25 @@ class ModelFacts:
         return self.kv_layers * row * n_ctx
 
 
-def _int(info: GGUFInfo, key: str) -> int | None:
-    value = info.metadata.get(f"{info.architecture}.{key}")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def model_facts(info: GGUFInfo, state_kind: str) -> ModelFacts:
-    """The facts of a model whose header is `info`; `state_kind` from llama.cpp (Model.state_kind)."""
-    layers = _int(info, "block_count") or 0
-    heads = _int(info, "attention.head_count") or 0
-    kv_heads = _int(info, "attention.head_count_kv") or heads  # an array per layer reads as absent: the heads
-    width = _int(info, "embedding_length") or 0
-    head_dim = width // heads if heads else 0
-    if state_kind == "recurrent":
-        kv_layers = 0
-    elif state_kind == "hybrid":
-        interval = _int(info, "full_attention_interval")
-        kv_layers = layers // interval if interval else layers
-    else:
-        kv_layers = layers
-    bases = []
-    for i in range(_int_plain(info.metadata.get("general.base_model.count"))):
-        name = info.metadata.get(f"general.base_model.{i}.name") or info.metadata.get(
-            f"general.base_model.{i}.repo_url"
-        )
-        if isinstance(name, str) and name:
-            bases.append(name)
-    return ModelFacts(
-        path=str(info.path),
-        name=model_title(info.path, quantization(info.metadata)),
-        architecture=info.architecture,
-        file_bytes=info.actual_size,
+def model_shapes(facts: ModelFacts, state_kind: str, name: str) -> ModelShapes:
+    """The shapes of a model from its facts (engine.models.facts); `state_kind` as its runtime says it
+    (llama.cpp's Model.state_kind; an MLX folder's hybrid layers), `name` as the doctor heads it."""
+    layers = facts.layers or 0
+    interval = facts.attention_interval if state_kind == "hybrid" else None
+    return ModelShapes(
+        path=str(facts.path),
+        name=name,
+        architecture=facts.architecture,
+        file_bytes=facts.size,
         state_kind=state_kind,
         layers=layers,
-        kv_layers=kv_layers,
-        kv_heads=kv_heads,
-        key_dim=_int(info, "attention.key_length") or head_dim,
-        value_dim=_int(info, "attention.value_length") or head_dim,
-        mtp_heads=info.nextn_layers,
-        base_models=tuple(bases),
+        kv_layers=0 if state_kind == "recurrent" else layers // interval if interval else layers,
+        kv_heads=facts.kv_heads or 0,
+        key_dim=facts.key_dim or 0,
+        value_dim=facts.value_dim or 0,
+        mtp_heads=facts.mtp_heads,
+        base_models=facts.base_models,
     )
-
-
-def _int_plain(value) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 64 else 0
 
 
 def gb(n: float) -> str:
@@ -127,7 +100,7 @@ class Memory:
 
 
 def memory_needed(
-    target: ModelFacts, drafter: ModelFacts | None, n_ctx: int, kv_type: str, runtime: str | Runtime = LLAMA
+    target: ModelShapes, drafter: ModelShapes | None, n_ctx: int, kv_type: str, runtime: str | Runtime = LLAMA
 ) -> Memory:
     """The pair's memory at n_ctx; a drafter that runs on the target's context (MTP heads) has no cache of its own."""
     own_cache = drafter is not None and drafter.path != target.path and drafter.kv_layers > 0
@@ -142,7 +115,7 @@ def memory_needed(
     )
 
 
-def target_architecture(target: ModelFacts) -> str:
+def target_architecture(target: ModelShapes) -> str:
     """What the target's architecture means for speculation, in a sentence."""
     heads = (
         f" It carries {target.mtp_heads} multi-token-prediction head{'s' if target.mtp_heads > 1 else ''}: "
@@ -169,7 +142,7 @@ def target_architecture(target: ModelFacts) -> str:
     )
 
 
-def drafter_architecture(drafter: ModelFacts | None, kind: str) -> str:
+def drafter_architecture(drafter: ModelShapes | None, kind: str) -> str:
     """What kind of drafter this is, in a sentence."""
     if kind == kinds.NONE.name:
         return "No drafter: every token is a plain target pass."
@@ -186,37 +159,7 @@ def drafter_architecture(drafter: ModelFacts | None, kind: str) -> str:
     return f"The drafter ({drafter.name}) is {words}: {shape}."
 
 
-def _identity(text: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", text.lower().rsplit("/", 1)[-1])
-
-
-def made_for_rule(target: GGUFInfo, drafter: GGUFInfo, kind: str) -> Rule | None:
-    """Whether a drafter that reads the target's insides was made for this target: its width, and the
-    base its metadata names (general.base_model.*). None for a draft model of its own, which needs neither."""
-    known = kinds.kind_named(kind)
-    if known is None or not known.reads_target:
-        return None
-    what, why_not = fits(target, drafter)
-    if why_not:
-        return Rule("made for this target", False, f"{drafter.path.name} {why_not}.", (f"it {why_not}",))
-    bases = model_facts(drafter, "").base_models
-    # Names of four characters or more: a file stem such as "t" would be found inside any name.
-    ours = {_identity(s) for s in (target.name, target.path.stem, *model_facts(target, "").base_models)}
-    ours = {name for name in ours if len(name) >= 4}
-    named = [b for b in bases if len(_identity(b)) >= 4]
-    if named and not any(_identity(b) in o or o in _identity(b) for b in named for o in ours):
-        reason = f"its metadata names {', '.join(named)} as its base, and the target is {target.name}"
-        return Rule(
-            "made for this target",
-            False,
-            f"{drafter.path.name} was trained for another target: {reason}.",
-            (f"it was trained for another target ({reason})",),
-        )
-    base = f", and names {', '.join(named)} as its base" if named else ""
-    return Rule("made for this target", True, f"{drafter.path.name} is {what}, as wide as the target{base}.")
-
-
-def mtp_rule(target: ModelFacts) -> Rule:
+def mtp_rule(target: ModelShapes) -> Rule:
     """The target's own heads: the one rule for drafter mtp."""
     if target.mtp_heads:
         return Rule("MTP heads", True, f"{target.name} carries {target.mtp_heads} multi-token-prediction head(s).")

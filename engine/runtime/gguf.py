@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -40,6 +40,9 @@ MAX_ARRAY_ITEMS = 1 << 26
 # which the pairing rules check against the target's depth from the header alone (engine.models.discover).
 KEPT_ARRAYS = (".target_layers",)
 MAX_KEPT_ITEMS = 64
+# Tensors whose shapes are kept: the vocabulary an EAGLE-3 drafter writes (its output rows) and maps into the
+# target's (its `d2t`), which the pairing rules check from the header alone (engine.models.rules).
+KEPT_SHAPES = frozenset({"d2t", "output.weight", "token_embd.weight"})
 MAX_KV_PAIRS = 1 << 20
 MAX_TENSORS = 1 << 20
 MAX_TENSOR_BYTES = 1 << 40  # the largest single tensors (a giant MoE's experts) hold a few GB
@@ -85,6 +88,22 @@ GGML_TYPE_SIZES: dict[int, tuple[int, int]] = {
     42: (64, 18),  # Q2_0
 }
 
+# llama.cpp's LLAMA_FTYPE_* (general.file_type): the weights' quantization
+FILE_TYPES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
+    19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
+    26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0",
+    37: "TQ2_0", 38: "MXFP4",
+}  # fmt: skip
+
+
+def file_type_name(metadata: dict[str, Any]) -> str:
+    """A header's weight type as llama.cpp names it ("Q4_K_M"), or "" where it does not say."""
+    file_type = metadata.get("general.file_type")
+    return FILE_TYPES.get(file_type, "") if isinstance(file_type, int) and not isinstance(file_type, bool) else ""
+
+
 # GGUF value types
 _SCALARS = {
     0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -118,6 +137,8 @@ class GGUFInfo:
     actual_size: int
     tensor_names: frozenset[str] = frozenset()
     header_bytes: int = 0  # where the tensor table ends: all that llama.cpp reads before the data
+    array_lengths: dict[str, int] = field(default_factory=dict)  # each array's item count, kept or skipped
+    tensor_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # KEPT_SHAPES' dimensions (ne)
 
     @property
     def architecture(self) -> str:
@@ -152,6 +173,7 @@ class _Reader:
         self.f, self.path, self.size = f, path, size
         self.pos = f.tell()
         self.buf, self.buf_start = b"", self.pos
+        self.lengths: dict[str, int] = {}
 
     @property
     def left(self) -> int:
@@ -224,6 +246,7 @@ class _Reader:
         if item_type not in _MIN_BYTES:
             raise self.corrupt(f"{key!r} is an array of value type {item_type}, which GGUF does not define")
         n = self.count(f"the item count of {key!r}", _MIN_BYTES[item_type], MAX_ARRAY_ITEMS)
+        self.lengths[key] = n
         if item_type in _SCALARS:
             if not keep_arrays and not (key.endswith(KEPT_ARRAYS) and n <= MAX_KEPT_ITEMS):
                 self.skip(_MIN_BYTES[item_type] * n, f"the items of {key!r}")
@@ -284,7 +307,7 @@ def read_gguf(path: str | Path, keep_arrays: bool = False) -> GGUFInfo:
             n_tensors = r.count("the tensor count", _MIN_TENSOR_BYTES, MAX_TENSORS)
             n_kv = r.count("the metadata count", _MIN_KV_BYTES, MAX_KV_PAIRS)
             metadata, alignment = _read_metadata(r, n_kv, keep_arrays)
-            names, end = _read_tensor_table(r, n_tensors, alignment)
+            names, shapes, end = _read_tensor_table(r, n_tensors, alignment)
             header_end = r.pos
     except OSError as exc:
         raise ModelFileError(f"Cannot read {path}: {exc.strerror}.") from exc
@@ -295,7 +318,7 @@ def read_gguf(path: str | Path, keep_arrays: bool = False) -> GGUFInfo:
             f"{path.name} is truncated: it holds {size:,} bytes but its tensors need "
             f"{expected:,} ({100 * size / expected:.1f}% present). Fetch the file again."
         )
-    return GGUFInfo(path, version, metadata, n_tensors, expected, size, frozenset(names), header_end)
+    return GGUFInfo(path, version, metadata, n_tensors, expected, size, frozenset(names), header_end, r.lengths, shapes)
 
 
 def _read_metadata(r: _Reader, n_kv: int, keep_arrays: bool) -> tuple[dict[str, Any], int]:
@@ -328,13 +351,15 @@ def _read_metadata(r: _Reader, n_kv: int, keep_arrays: bool) -> tuple[dict[str, 
     return metadata, alignment
 
 
-def _read_tensor_table(r: _Reader, n_tensors: int, alignment: int) -> tuple[set[str], int]:
-    """The tensors' names, and where the last one's data ends (from the data section's start).
+def _read_tensor_table(r: _Reader, n_tensors: int, alignment: int) -> tuple[set[str], dict[str, tuple[int, ...]], int]:
+    """The tensors' names, the shapes of those in KEPT_SHAPES, and where the last one's data ends (from the
+    data section's start).
 
     As llama.cpp requires, each tensor's data starts where the one before it ends (padded to
     the alignment): an offset elsewhere is damage, not a short file.
     """
     names: set[str] = set()
+    shapes: dict[str, tuple[int, ...]] = {}
     expected_offset = end = 0
     for i in range(n_tensors):
         name = r.string(f"the name of tensor {i:,}")
@@ -349,6 +374,8 @@ def _read_tensor_table(r: _Reader, n_tensors: int, alignment: int) -> tuple[set[
         if n_dims > GGML_MAX_DIMS:
             raise r.corrupt(f"tensor {name!r} claims {n_dims:,} dimensions (at most {GGML_MAX_DIMS})")
         dims = [r.unpack("<q", f"a dimension of {name!r}") for _ in range(n_dims)]
+        if name in KEPT_SHAPES:
+            shapes[name] = tuple(dims)
         n_elements = 1
         for d in dims:
             if d < 0:
@@ -374,4 +401,4 @@ def _read_tensor_table(r: _Reader, n_tensors: int, alignment: int) -> tuple[set[
             raise r.corrupt(f"tensor {name!r} has shape {dims}: {n_bytes:,} bytes, more than any model's tensor")
         end = offset + n_bytes
         expected_offset = (end + alignment - 1) // alignment * alignment
-    return names, end
+    return names, shapes, end

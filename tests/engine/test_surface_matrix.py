@@ -176,7 +176,7 @@ def test_pair_passes_each_kind_and_its_probe_runs(folders, kind: str):
 
 @pytest.mark.parametrize("folder", list(MISMATCHED))
 def test_a_drafter_made_for_another_target_is_refused_in_one_sentence_by_pair_and_chat(folders, folder: str, capsys):
-    """The doctor's rule and the load path's check are one (engine.models.mlx_compat.fits): pair fails the
+    """The doctor's rule and the load path's check are one (engine.models.rules.fits): pair fails the
     rule and says on stderr the very sentence chat refuses the pair with, and no traceback."""
     kind, clause = MISMATCHED[folder]
     code, report, said = pair(folders, "qwen35", folder, probe=False)

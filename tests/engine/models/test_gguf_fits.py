@@ -1,4 +1,4 @@
-"""What a GGUF drafter that reads the target needs of it (engine.models.discover.fits): its width, the
+"""What a GGUF drafter that reads the target needs of it (engine.models.rules.fits): its width, the
 layers it reads inside the target's depth, an assistant's family and the shape of the cache it reads.
 The pairing doctor's rule and the load path refuse by this one rule, so `draftlight pair` and
 `draftlight chat` refuse a mismatched drafter of each kind in the same sentence, and where the rule
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.models.discover import fits
+from engine.models.facts import gguf_facts
+from engine.models.rules import fits
 from engine.runtime.gguf import read_gguf
 from tests.engine import synthetic
 
@@ -33,6 +34,8 @@ MISMATCHED = {
                     "hybrid has layers 0 to 1 and its final state"),
     "mtp-gemma-4": ("assistant", "is a Gemma 4 assistant model for a model 128 wide, and draftlight test hybrid is "
                     "256 wide"),
+    "eagle3-map": ("eagle3", "is an EAGLE-3 drafter mapping its tokens into a vocabulary of 5, and draftlight test "
+                   "hybrid has 128"),
 }  # fmt: skip
 
 
@@ -52,6 +55,23 @@ def reading(layers: list[int]):
         yield
 
 
+@contextlib.contextmanager
+def without_map():
+    """The writers of tests/engine/synthetic.py, leaving out an EAGLE-3 drafter's `d2t`: its output rows then
+    write a vocabulary of their own, not the target's."""
+    writer = synthetic._writer
+
+    def no_d2t(*args, **kwargs):
+        w = writer(*args, **kwargs)
+        add_tensor = w.add_tensor
+        w.add_tensor = lambda name, *rest, **kw: None if name == "d2t" else add_tensor(name, *rest, **kw)
+        return w
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(synthetic, "_writer", no_d2t)
+        yield
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("gguf-fits")
@@ -65,6 +85,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
         out["dflash-deep"] = synthetic.dflash(folder / "dflash-deep.gguf")
     with reading([0, 1, 7]):
         out["eagle3-deep"] = synthetic.eagle3(folder / "eagle3-deep.gguf")
+    with without_map():
+        out["eagle3-map"] = synthetic.eagle3(folder / "eagle3-map.gguf", vocab=(3, 4, 5, 6, 7))
     return out
 
 
@@ -109,7 +131,7 @@ def test_an_assistant_beside_another_family_of_its_shape_is_refused_by_its_heade
         f"{arch}.embedding_length": theirs["gemma4-assistant.embedding_length_out"],
         **{f"{arch}.attention.{k}": theirs.get(f"gemma4-assistant.attention.{k}") for k in ("head_count_kv", "key_length")},
     }  # fmt: skip
-    said, why_not = fits(replace(target, metadata=shaped), assistant)
+    said, why_not = fits(gguf_facts(replace(target, metadata=shaped)), gguf_facts(assistant))
     assert said == "a Gemma 4 assistant model"
     assert why_not == (
         "is a Gemma 4 assistant model made for a Gemma 4 target, and draftlight test hybrid is qwen35: it was "

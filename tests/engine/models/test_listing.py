@@ -1,6 +1,6 @@
 """`draftlight models --list` lists what the app's pickers find, and `--target` takes the names it shows.
 
-A temporary HOME holds an LM Studio folder (a GGUF file, an MLX target under mlx-community/, an EAGLE-3
+A temporary HOME holds an LM Studio folder (a GGUF file and a GGUF DFlash drafter for it, an MLX target under mlx-community/, an EAGLE-3
 drafter made for it and a DFlash drafter made for a deeper target) and a Hugging Face cache with an MLX
 target in a models--org--name repository. Tiny random-weight files written here."""
 
@@ -21,11 +21,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 from mlx_folders import CORPUS
 from mlx_targets import TOKENIZER_VOCAB, write_dflash, write_eagle3, write_target
-from synthetic import hybrid_qwen35
+from synthetic import dflash, hybrid_qwen35
 
 from engine.cli import main
 
-GGUF_HEADER = "GGUF models on this machine (LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache):"
+HEADER = (
+    "Models on this machine (LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache, and MLX folders), by the "
+    "names --target takes:"
+)
 
 
 @pytest.fixture
@@ -39,6 +42,7 @@ def home(tmp_path, monkeypatch) -> Path:
     models = home / ".lmstudio" / "models"
     (models / "tiny").mkdir(parents=True)
     hybrid_qwen35(models / "tiny" / "qwen35-Q8_0.gguf")
+    dflash(models / "tiny" / "dflash-qwen35.gguf")
     write_target(models / "mlx-community" / "qwen35-mlx", 3, "copy", layers=4, interval=2, tokenizer=CORPUS)
     write_eagle3(models / "drafters" / "qwen35-eagle3", 12, vocab=TOKENIZER_VOCAB)
     write_dflash(models / "drafters" / "deep-dflash", 121, target_layers=(0, 9), vocab=TOKENIZER_VOCAB)
@@ -52,20 +56,19 @@ def home(tmp_path, monkeypatch) -> Path:
 def test_models_list_shows_gguf_files_and_drafters_under_the_target_they_fit(home, capsys):
     assert main(["models", "--list"]) == 0
     out = capsys.readouterr().out.splitlines()
-    tail = out[out.index(GGUF_HEADER) :]
+    tail = out[out.index(HEADER) :]
     models = home / ".lmstudio" / "models"
     assert [line.split(": /")[0] for line in tail] == [  # each line's path left out
-        GGUF_HEADER,
-        "  tiny/qwen35-Q8_0.gguf, 0.01 GB (LM Studio)",
-        "",
-        "MLX model folders on this machine:",
+        HEADER,
         "  mlx-community/qwen35-mlx MLX, 0.00 GB (LM Studio)",
         "    an EAGLE-3 drafter, 1 layer, drafts for it: drafters/qwen35-eagle3 MLX, 0.00 GB (LM Studio)",
         "  org/qwen35-hub MLX, 0.00 GB (Hugging Face cache)",
-        "Drafter folders that fit none of these models:",
+        "  tiny/qwen35-Q8_0.gguf, 0.01 GB (LM Studio)",
+        "    a DFlash drafter, 1 layer, drafts for it: tiny/dflash-qwen35.gguf, 0.00 GB (LM Studio)",
+        "Drafters that fit none of these models:",
         "  a DFlash drafter, 1 layer: drafters/deep-dflash MLX, 0.00 GB (LM Studio)",
     ]
-    assert tail[1].endswith(f"(LM Studio): {(models / 'tiny' / 'qwen35-Q8_0.gguf').resolve()}")
+    assert tail[4].endswith(f"(LM Studio): {(models / 'tiny' / 'qwen35-Q8_0.gguf').resolve()}")
 
 
 @pytest.mark.parametrize("name", ["mlx-community/qwen35-mlx", "org/qwen35-hub", "HUB"])

@@ -99,10 +99,10 @@ def test_models_list_shows_the_mlx_catalog_the_pairs_for_macs_and_the_folders_he
     assert "  reported: 33.3 -> 98.1 tok/s (Apple Silicon, dflash-mlx) https://github.com/bstnxbt/dflash-mlx" in out
     size = (lms / "model.safetensors").stat().st_size
     drafter_size = sum(p.resolve().stat().st_size for p in snapshot.glob("*.safetensors"))
-    assert out[-5:] == [  # the drafter folder listed with its kind, under the target it fits
-        "No GGUF models in LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache.",
+    assert out[-4:] == [  # the drafter folder listed with its kind, under the target it fits
         "",
-        "MLX model folders on this machine:",
+        "Models on this machine (LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache, and MLX folders), by "
+        "the names --target takes:",
         f"  mlx-community/Qwen3-4B-4bit MLX 4-bit, {size / 1e9:.2f} GB (LM Studio): {lms.resolve()}",
         "    a DFlash drafter, 2 layers, drafts for it: z-lab/Qwen3.6-27B-DFlash MLX bf16, "
         f"{drafter_size / 1e9:.2f} GB (Hugging Face cache): {snapshot.resolve()}",

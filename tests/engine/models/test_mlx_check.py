@@ -170,8 +170,12 @@ def test_the_listing_says_why_a_folder_will_not_load(tmp_path):
     mlx_folder(models / "short", layers=3, tensors=quantized_tensors(layers=1))
     said: list[str] = []
     print_local_models(said.append, local_models([models], home=tmp_path / "no-home", env={}))
-    assert [line.split(": /")[0] for line in said[said.index("\nMLX model folders on this machine:") :]] == [
-        "\nMLX model folders on this machine:",
+    header = (
+        "\nModels on this machine (LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache, and MLX folders), by "
+        "the names --target takes:"
+    )
+    assert [line.split(": /")[0] for line in said[said.index(header) :]] == [
+        header,
         f"  short MLX 4-bit, 0.00 GB ({models})",
         "    It will not load: short's config.json says 3 layers and its weights hold 1: the folder is incomplete or "
         "its config is wrong.",
