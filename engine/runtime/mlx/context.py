@@ -148,13 +148,14 @@ class MlxContext:
             with decode_errors(self.model.name):
                 if launched is None:
                     logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
+                    waited = ahead.Rows(logits, all_logits, self.acceleration.argmax_on_device) if last else None
                 else:  # the step the last decode launched on the device's guess: this token
-                    logits = launched
-                if last:
+                    logits, waited = launched.logits, launched.waited
+                if waited is not None:
                     also = self.observers.batch_arrays()
                     if banned is not None and n == 1 and ahead.can_pipeline(self):  # the next step, launched
-                        also.append(ahead.launch(self, logits, banned))
-                    rows = self._wait_for_rows(logits[0] if all_logits else logits[0, -1:], *also)
+                        also.append(ahead.launch(self, logits, banned, waited))
+                    rows = self._wait_for_rows(waited, *also)
                 else:
                     audit.wait([c.state for c in cache], *self.observers.batch_arrays())
             self.decode_s += time.perf_counter() - t0
@@ -165,17 +166,13 @@ class MlxContext:
         assert rows is not None
         return rows
 
-    def _wait_for_rows(self, out: mx.array, *also: mx.array) -> np.ndarray:
+    def _wait_for_rows(self, waited: ahead.Rows, *also: mx.array) -> np.ndarray:
         """The one wait of a decode: its rows (float32), their argmax where the device takes it, and
         `also` (a draft the batch took in unread); the rows over the evaluated array's own memory."""
-        out = out if out.dtype == mx.float32 else out.astype(mx.float32)
-        if self.acceleration.argmax_on_device:
-            top = mx.argmax(out, axis=-1)
-            audit.wait(out, top, *also)
-            self.argmax = cast(list[int], top.tolist())  # evaluated with the rows: no second sync
-        else:
-            audit.wait(out, *also)
-        return np.asarray(out)  # a host array on a CPU and on unified memory: no copy
+        audit.wait(*waited.arrays(), *also)
+        if waited.top is not None:
+            self.argmax = cast(list[int], waited.top.tolist())  # evaluated with the rows: no second sync
+        return np.asarray(waited.out)  # a host array on a CPU and on unified memory: no copy
 
     def decode_unread(self, last: int, draft: LaunchedDraft) -> np.ndarray:
         """The verify of a draft still on the device (Draft.unread): [last, *its ids] decoded with the
@@ -195,8 +192,8 @@ class MlxContext:
         t0 = time.perf_counter()
         with decode_errors(self.model.name):  # the draft's chain is evaluated in this wait too
             batch = mx.concatenate([mx.array([last], dtype=mx.uint32), launched.ids.astype(mx.uint32)])[None]
-            logits = self.observers.forward(batch, cache)[0]
-            rows = self._wait_for_rows(logits, launched.ids, launched.rows, *self.observers.batch_arrays())
+            waited = ahead.Rows(self.observers.forward(batch, cache), True, self.acceleration.argmax_on_device)
+            rows = self._wait_for_rows(waited, launched.ids, launched.rows, *self.observers.batch_arrays())
         draft.settle(waited=True)
         self.decode_s += time.perf_counter() - t0
         tokens = [last, *draft.tokens]
