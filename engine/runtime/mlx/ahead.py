@@ -41,15 +41,21 @@ class Ahead:
 
 class Rows:
     """What a decode waits for: its rows as float32 ([n, vocab], or the last row's [1, vocab]) and,
-    where the device takes it (argmax_on_device), each row's argmax."""
+    where the device takes them (argmax_on_device), each row's argmax and its softmax's normaliser
+    there, sum(exp(row - row[argmax])): the host then reads a few logits of a row, never all of it
+    (engine.sampling.parts_from_top), which on a GPU is a row's copy and a pass over it saved."""
 
     def __init__(self, logits: mx.array, all_logits: bool, argmax_on_device: bool) -> None:
         out = logits[0] if all_logits else logits[0, -1:]
         self.out = out if out.dtype == mx.float32 else out.astype(mx.float32)
-        self.top = mx.argmax(self.out, axis=-1) if argmax_on_device else None
+        self.top = self.normaliser = None
+        if argmax_on_device:
+            self.top = mx.argmax(self.out, axis=-1)
+            largest = mx.max(self.out, axis=-1, keepdims=True)  # the argmax's own logit
+            self.normaliser = mx.sum(mx.exp(self.out - largest), axis=-1)
 
     def arrays(self) -> list[mx.array]:
-        return [self.out] if self.top is None else [self.out, self.top]
+        return [self.out] if self.top is None or self.normaliser is None else [self.out, self.top, self.normaliser]
 
 
 def can_pipeline(ctx: MlxContext) -> bool:
