@@ -10,11 +10,10 @@ the guessed step, engine.runtime.mlx.snapshots). The round asks for it a decode 
 (RuntimeContext.pipeline_greedy); a context with drafters reading its batches never pipelines
 (the guessed step would reach them).
 
-What the next decode waits for (the step's row as float32, and its argmax where the device takes
-it) is made with the step and launched with it. MLX runs a stream's work in the order it was
-launched: a row sliced only at the wait would queue behind the step launched after it, and the
-host would wait for that step too, every token (a hybrid Qwen 3.5 at 0.88x mlx-lm's plain loop on
-this CPU before, level after; docs/ruler.md).
+What the next decode waits for (the step's row as float32, its argmax and softmax normaliser where
+the device takes them) is made with the step and launched with it. MLX runs a stream's work in the
+order it was launched: a row sliced only at the wait would queue behind the step launched after
+it, and the host would wait for that step too, every token.
 """
 
 from __future__ import annotations
