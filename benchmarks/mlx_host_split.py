@@ -8,7 +8,8 @@ given as ratios to mlx-lm's generate_step:
 - context: our MlxContext's pipelined decode (`pipeline_greedy` then `decode`) in a bare loop,
   the ban written in and the argmax taken on the host as the round does;
 - bare: the same pipelined step in plain MLX (the row and the guess launched with the step, one
-  wait a token), none of our code;
+  wait a token), none of our code; bare-late: the row sliced only at the wait, as our decode did
+  before (engine.runtime.mlx.ahead says why that queues it behind the next step);
 - mlx-lm: its `generate_step` (engine.ruler.mlx_reference).
 
 engine / context is what our loop above the decode costs; context / bare what our decode's own
@@ -90,7 +91,7 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
         engine.forget()
         return seconds, chosen
 
-    def bare() -> tuple[float, list[int]]:
+    def bare(late: bool = False) -> tuple[float, list[int]]:
         cache, row = _prefill(module, ids)
         first = np.array(row)
         first[list(banned)] = -np.inf
@@ -102,7 +103,11 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
             guess = mx.argmax(logits[0, -1] + ban, axis=-1)
             step = module(guess.reshape(1, 1), cache=cache)
             following = step[0, -1:]
-            mx.async_eval(waited, guess, step, following)
+            if late:  # the row sliced at the wait: queued behind the step launched before it
+                mx.async_eval(guess, step)
+                waited = logits[0, -1:]
+            else:
+                mx.async_eval(waited, guess, step, following)
             mx.eval(waited, guess)
             rows = np.asarray(waited)
             rows[:, list(banned)] = -np.inf
@@ -114,7 +119,7 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
         run = mlx_lm_run(module, None, ids, n, 0, n_vocab, banned)
         return run.decode_s, list(run.token_ids)
 
-    return {"engine": ours, "context": context, "bare": bare, "mlx-lm": mlx_lm}
+    return {"engine": ours, "context": context, "bare": bare, "bare-late": lambda: bare(late=True), "mlx-lm": mlx_lm}
 
 
 def main() -> int:
@@ -144,7 +149,7 @@ def main() -> int:
     for name in names:
         median = statistics.median(seconds[name])
         same = "same ids" if written[name] == written["mlx-lm"] else "OTHER IDS"
-        print(f"  {name:8} {(args.tokens - 1) / median:7.1f} tok/s  {reference / median:.3f} of mlx-lm  ({same})")
+        print(f"  {name:9} {(args.tokens - 1) / median:7.1f} tok/s  {reference / median:.3f} of mlx-lm  ({same})")
     return 0 if all(written[name] == written["mlx-lm"] for name in names) else 1
 
 
