@@ -154,6 +154,7 @@ class UnreadDraft(Draft):
         launched, self._launched = self._launched, None
         if launched is not None:
             self._tokens, self._rows = launched.read(waited)
+            self.parts.update(enumerate(launched.row_parts or ()))  # the device's, where it took them
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,11 @@ class DeviceDraft(Protocol):
     n: int
     ids: Any  # the device's array of the n ids, unevaluated
     rows: Any  # the device's [n, vocab] logits, unevaluated
+    row_parts: list[tuple[float, float]] | None  # once read: each row's softmax_parts, where the device took them
+
+    def arrays(self) -> list[Any]:
+        """Every array a wait for the draft takes in (its ids and rows among them)."""
+        ...
 
     def read(self, waited: bool = False) -> tuple[list[int], np.ndarray]: ...
 

@@ -9,6 +9,11 @@ cache before anything else touches it (a recurrent state put back from the snaps
 the guessed step, engine.runtime.mlx.snapshots). The round asks for it a decode at a time
 (RuntimeContext.pipeline_greedy); a context with drafters reading its batches never pipelines
 (the guessed step would reach them).
+
+What the next decode waits for (the step's row as float32, its argmax and softmax normaliser where
+the device takes them) is made with the step and launched with it. MLX runs a stream's work in the
+order it was launched: a row sliced only at the wait would queue behind the step launched after
+it, and the host would wait for that step too, every token.
 """
 
 from __future__ import annotations
@@ -26,10 +31,30 @@ MlxContext = Any  # engine.runtime.mlx.context.MlxContext, which imports this mo
 
 class Ahead:
     """A plain step launched on the device's greedy guess and not waited for: the guess (read with
-    the row it was taken from) and the step's logits, unevaluated. The cache holds the guess."""
+    the row it was taken from), the step's logits and what its decode will wait for (`waited`,
+    Rows), launched with it. The cache holds the guess."""
 
-    def __init__(self, guess: mx.array, logits: mx.array) -> None:
-        self.guess, self.logits = guess, logits
+    def __init__(self, guess: mx.array, logits: mx.array, waited: Rows) -> None:
+        self.guess, self.logits, self.waited = guess, logits, waited
+
+
+class Rows:
+    """What a decode waits for: its rows as float32 ([n, vocab], or the last row's [1, vocab]) and,
+    where the device takes them (argmax_on_device), each row's argmax and its softmax's normaliser
+    there, sum(exp(row - row[argmax])): the host then reads a few logits of a row, never all of it
+    (engine.sampling.parts_from_top), which on a GPU is a row's copy and a pass over it saved."""
+
+    def __init__(self, logits: mx.array, all_logits: bool, argmax_on_device: bool) -> None:
+        out = logits[0] if all_logits else logits[0, -1:]
+        self.out = out if out.dtype == mx.float32 else out.astype(mx.float32)
+        self.top = self.normaliser = None
+        if argmax_on_device:
+            self.top = mx.argmax(self.out, axis=-1)
+            largest = mx.max(self.out, axis=-1, keepdims=True)  # the argmax's own logit
+            self.normaliser = mx.sum(mx.exp(self.out - largest), axis=-1)
+
+    def arrays(self) -> list[mx.array]:
+        return [self.out] if self.top is None or self.normaliser is None else [self.out, self.top, self.normaliser]
 
 
 def can_pipeline(ctx: MlxContext) -> bool:
@@ -39,9 +64,10 @@ def can_pipeline(ctx: MlxContext) -> bool:
     return not ctx._unsupported and not ctx.observers.listening and ctx.n_past + 2 <= ctx.n_ctx
 
 
-def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...]) -> mx.array:
+def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...], waited: Rows) -> mx.array:
     """The device's greedy guess after `logits` ([1, n, vocab], this decode's) and the next step on it,
-    launched and not waited for (ctx.ahead); the guess, unevaluated, for the decode's wait to take in."""
+    launched and not waited for (ctx.ahead), after this decode's `waited`; the guess, unevaluated,
+    for the decode's wait to take in."""
     ban = ban_row(ctx.model.n_vocab, banned)
     row = logits[0, -1].astype(mx.float32)
     guess = mx.argmax(row if ban is None else row + ban, axis=-1)
@@ -49,19 +75,20 @@ def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...]) -> mx.arr
     if ctx.has_state:  # the state before the guessed step: this decode's token is its position's
         ctx.snapshots.keep(cache, ctx.n_past + 1, 1)
     step = ctx.observers.forward(guess.astype(mx.uint32).reshape(1, 1), cache)
-    mx.async_eval(guess, step)
-    ctx.ahead = Ahead(guess, step)
+    following = Rows(step, True, ctx.acceleration.argmax_on_device)  # a one-row decode's, either way
+    mx.async_eval(*waited.arrays(), guess, step, *following.arrays())
+    ctx.ahead = Ahead(guess, step, following)
     return guess
 
 
-def take(ctx: MlxContext, tokens: list[int]) -> mx.array | None:
-    """The launched step's logits ([1, 1, vocab]) where `tokens` is the guess (its cache entry then
-    stands); else the guessed step is trimmed off the cache, and None."""
+def take(ctx: MlxContext, tokens: list[int]) -> Ahead | None:
+    """The launched step (its logits, [1, 1, vocab], and what its decode waits for) where `tokens` is
+    the guess (its cache entry then stands); else the guessed step is trimmed off the cache, and None."""
     ahead, ctx.ahead = ctx.ahead, None
     if ahead is None:
         return None
     if len(tokens) == 1 and tokens[0] == int(ahead.guess.item()):  # evaluated in the last decode's wait
-        return ahead.logits
+        return ahead
     cache = ctx._open_cache()
     if not ctx.has_state:
         trim_prompt_cache(cache, 1)

@@ -50,6 +50,12 @@ def pick(logits: mx.array, ban: mx.array | None) -> tuple[mx.array, mx.array]:
     return row, token
 
 
+def parts_on_device() -> bool:
+    """Whether a draft's softmax parts are taken on the device: on a GPU, as its argmax is
+    (MlxOptions.argmax_on_device); on MLX's CPU backend numpy's pass over the shared row is cheaper."""
+    return mx.default_device() == mx.gpu
+
+
 def can_chain(ctx: MlxContext) -> bool:
     """Whether a draft may run as a chain here: nothing watches the batches (a drafter reading the
     model's hidden states sees each one) and the cache trims (no recurrent state to snapshot)."""
@@ -61,19 +67,32 @@ class UnreadIds:
     `caught_up` tells the drafter the ids once they are read, for the entries its cache took them in."""
 
     def __init__(self, ids: mx.array, rows: mx.array, caught_up: Callable[[list[int]], None]) -> None:
-        """`ids` [n] and `rows` [n, vocab] (float32), as the device will compute them."""
+        """`ids` [n] and `rows` [n, vocab] (float32), as the device will compute them. On a GPU each
+        row's softmax parts (its largest logit and sum(exp(row - largest))) are taken there too, in
+        the same wait (`parts`): the host then never passes over a draft's row for a probability."""
         self.n, self.ids, self.rows = int(ids.shape[0]), ids.astype(mx.uint32), rows
-        mx.async_eval(self.ids, self.rows)
+        self.parts: mx.array | None = None  # [n, 2], where the device takes them
+        if parts_on_device():
+            largest = mx.max(rows, axis=-1, keepdims=True)
+            self.parts = mx.concatenate([largest, mx.sum(mx.exp(rows - largest), axis=-1, keepdims=True)], axis=-1)
+        self.row_parts: list[tuple[float, float]] | None = None  # `parts` once read
+        mx.async_eval(*self.arrays())
         self._caught_up = caught_up
         self._read: tuple[list[int], np.ndarray] | None = None
+
+    def arrays(self) -> list[mx.array]:
+        """What a wait for the draft takes in: its ids, rows and, where taken, their parts."""
+        return [self.ids, self.rows] if self.parts is None else [self.ids, self.rows, self.parts]
 
     def read(self, waited: bool = False) -> tuple[list[int], np.ndarray]:
         """The ids and rows (float32, the ban written in, over the evaluated rows' own memory); a wait
         for them unless `waited` says the device has them already (the verify's wait took them)."""
         if self._read is None:
             if not waited:
-                audit.wait(self.ids, self.rows)
+                audit.wait(*self.arrays())
             drafted = [int(t) for t in cast(list[int], self.ids.tolist())]
+            if self.parts is not None:
+                self.row_parts = [(top, total) for top, total in cast(list[list[float]], self.parts.tolist())]
             self._read = drafted, np.asarray(self.rows)
             self._caught_up(drafted)
         return self._read

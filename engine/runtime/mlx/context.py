@@ -28,6 +28,7 @@ from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
 from engine.runtime.mlx_check import one_line
 from engine.runtime.protocol import BatchObserver, LaunchedDraft, RuntimeModel
+from engine.sampling import parts_from_top
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -59,6 +60,7 @@ class MlxContext:
         self.tokens: list[int] = []  # what the cache holds, position by position
         self.decode_s = 0.0  # time inside the model's call and mx.eval, the rows' copy to numpy too
         self.argmax: list[int] | None = None  # the latest decode's greedy token per row, where the device took it
+        self.normalisers: list[float] | None = None  # and each row's softmax normaliser there (ahead.Rows)
         self._cache: list[Any] | None = make_prompt_cache(model.module)
         # A layer whose cache cannot drop a suffix holds a recurrent state (a hybrid model's
         # linear-attention or state-space layers): a draft is undone from the state kept before its batch.
@@ -129,7 +131,7 @@ class MlxContext:
             )
         cache = self._open_cache(room=n)
         self._fed = None
-        self.argmax = None
+        self.argmax = self.normalisers = None
         self._settle()
         launched, banned, self._greedy_next = ahead.take(self, tokens), self._greedy_next, None
         if side is not None:
@@ -148,13 +150,14 @@ class MlxContext:
             with decode_errors(self.model.name):
                 if launched is None:
                     logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
+                    waited = ahead.Rows(logits, all_logits, self.acceleration.argmax_on_device) if last else None
                 else:  # the step the last decode launched on the device's guess: this token
-                    logits = launched
-                if last:
+                    logits, waited = launched.logits, launched.waited
+                if waited is not None:
                     also = self.observers.batch_arrays()
                     if banned is not None and n == 1 and ahead.can_pipeline(self):  # the next step, launched
-                        also.append(ahead.launch(self, logits, banned))
-                    rows = self._wait_for_rows(logits[0] if all_logits else logits[0, -1:], *also)
+                        also.append(ahead.launch(self, logits, banned, waited))
+                    rows = self._wait_for_rows(waited, *also)
                 else:
                     audit.wait([c.state for c in cache], *self.observers.batch_arrays())
             self.decode_s += time.perf_counter() - t0
@@ -165,17 +168,14 @@ class MlxContext:
         assert rows is not None
         return rows
 
-    def _wait_for_rows(self, out: mx.array, *also: mx.array) -> np.ndarray:
+    def _wait_for_rows(self, waited: ahead.Rows, *also: mx.array) -> np.ndarray:
         """The one wait of a decode: its rows (float32), their argmax where the device takes it, and
         `also` (a draft the batch took in unread); the rows over the evaluated array's own memory."""
-        out = out if out.dtype == mx.float32 else out.astype(mx.float32)
-        if self.acceleration.argmax_on_device:
-            top = mx.argmax(out, axis=-1)
-            audit.wait(out, top, *also)
-            self.argmax = cast(list[int], top.tolist())  # evaluated with the rows: no second sync
-        else:
-            audit.wait(out, *also)
-        return np.asarray(out)  # a host array on a CPU and on unified memory: no copy
+        audit.wait(*waited.arrays(), *also)
+        if waited.top is not None and waited.normaliser is not None:  # evaluated with the rows: no second sync
+            self.argmax = cast(list[int], waited.top.tolist())
+            self.normalisers = cast(list[float], waited.normaliser.tolist())
+        return np.asarray(waited.out)  # a host array on a CPU and on unified memory: no copy
 
     def decode_unread(self, last: int, draft: LaunchedDraft) -> np.ndarray:
         """The verify of a draft still on the device (Draft.unread): [last, *its ids] decoded with the
@@ -187,7 +187,7 @@ class MlxContext:
         if n > self.max_rows:
             raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
         cache = self._open_cache(room=n)
-        self._fed = self.argmax = None
+        self._fed = self.argmax = self.normalisers = None
         self._settle()
         ahead.take(self, [])
         if self.has_state:
@@ -195,8 +195,8 @@ class MlxContext:
         t0 = time.perf_counter()
         with decode_errors(self.model.name):  # the draft's chain is evaluated in this wait too
             batch = mx.concatenate([mx.array([last], dtype=mx.uint32), launched.ids.astype(mx.uint32)])[None]
-            logits = self.observers.forward(batch, cache)[0]
-            rows = self._wait_for_rows(logits, launched.ids, launched.rows, *self.observers.batch_arrays())
+            waited = ahead.Rows(self.observers.forward(batch, cache), True, self.acceleration.argmax_on_device)
+            rows = self._wait_for_rows(waited, *launched.arrays(), *self.observers.batch_arrays())
         draft.settle(waited=True)
         self.decode_s += time.perf_counter() - t0
         tokens = [last, *draft.tokens]
@@ -382,7 +382,14 @@ class MlxContext:
         return [None if t in banned else t for t in self.argmax]
 
     def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
-        return None
+        """The latest decode's `rows` (as read, before a ban is written in) as softmax_parts, `banned`
+        given no probability, from the device's argmax and normaliser (None where it took neither)."""
+        if self.argmax is None or self.normalisers is None:
+            return None
+        return [
+            None if t in banned else parts_from_top(row, t, p, banned)
+            for row, t, p in zip(rows, self.argmax, self.normalisers, strict=True)
+        ]
 
     @property
     def keeps_rows(self) -> bool:

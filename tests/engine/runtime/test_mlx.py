@@ -27,6 +27,7 @@ from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind  # noqa: E
 from engine.rounds import GenerationConfig, Prefill  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
 from engine.runtime.protocol import Acceleration  # noqa: E402
+from engine.sampling import softmax_parts  # noqa: E402
 from engine.speculative import generate  # noqa: E402
 
 VOCAB = 97
@@ -315,7 +316,8 @@ def test_a_folder_with_a_tokenizer_loads_through_mlx_lm_and_spells_bytes(tmp_pat
 def test_the_devices_argmax_takes_each_rows_own_token_and_writes_the_same_reply(target):
     """MlxOptions(argmax_on_device=True) (a GPU's default) on MLX's CPU backend: each row's greedy token
     is the row's own argmax, a banned one left to the host's scan, and the reply's ids and provenance
-    are those the host's argmax gives."""
+    are those the host's argmax gives; each row's softmax parts come from the device's normaliser,
+    a banned token's terms taken out, and give the probabilities the host's pass over the row gives."""
     on_device = MlxModel(target.module, VOCAB, "target", options=MlxOptions(argmax_on_device=True))
     assert on_device.options.acceleration() == Acceleration(argmax_on_device=True)
     ctx = on_device.new_context(max_rows=len(PROMPT))
@@ -323,9 +325,36 @@ def test_the_devices_argmax_takes_each_rows_own_token_and_writes_the_same_reply(
     tops = [int(t) for t in rows.argmax(axis=1)]
     assert ctx.device_choices() == tops
     assert ctx.device_choices((tops[0],)) == [None if t == tops[0] else t for t in tops]
+    banned = next(t for t in range(VOCAB) if t not in tops)  # no row's own token: every row has parts
+    parts = ctx.device_parts(rows, (banned,))
+    assert parts is not None and len(parts) == len(rows)
+    for row, part in zip(rows, parts, strict=True):
+        host = row.copy()
+        host[banned] = -np.inf
+        assert part == pytest.approx(softmax_parts(host), rel=1e-5)
     for depth in (0, 3):
         ours, theirs = tokens(reply(on_device, on_device, depth)), tokens(reply(target, target, depth))
         assert [(t.token_id, t.kind) for t in ours] == [(t.token_id, t.kind) for t in theirs]
+        assert [t.target_prob for t in ours] == pytest.approx([t.target_prob for t in theirs], rel=1e-5)
+
+
+def test_a_drafts_softmax_parts_taken_on_the_device_give_the_hosts_probabilities(target, monkeypatch):
+    """Where the device takes a draft chain's softmax parts (a GPU's way), each drafted row's parts
+    come back in the verify's one wait and the reply's draft and target probabilities are those the
+    host's passes over the rows give; the same tokens and provenance."""
+    from engine.runtime.mlx import chain
+
+    host = tokens(reply(target, target, 3))
+    monkeypatch.setattr(chain, "parts_on_device", lambda: True)
+    on_device = MlxModel(target.module, VOCAB, "target", options=MlxOptions(argmax_on_device=True))
+    events = reply(on_device, on_device, 3)
+    ours = tokens(events)
+    assert [(t.token_id, t.kind) for t in ours] == [(t.token_id, t.kind) for t in host]
+    drafted = [i for i, t in enumerate(host) if t.draft_prob is not None]
+    assert drafted and [i for i, t in enumerate(ours) if t.draft_prob is not None] == drafted
+    assert [ours[i].draft_prob for i in drafted] == pytest.approx([host[i].draft_prob for i in drafted], rel=1e-5)
+    assert [t.target_prob for t in ours] == pytest.approx([t.target_prob for t in host], rel=1e-5)
+    assert all(r.host_syncs == 1 for r in events if isinstance(r, RoundEvent) and not r.from_prefill)
 
 
 def test_the_eval_audit_counts_each_rounds_host_syncs(target):
