@@ -1,14 +1,14 @@
 """Drafters: whatever proposes the tokens the target then verifies.
 
-One small protocol (`Drafter`) and one module per kind: a draft model, an n-gram table,
-the target's own MTP head, a DFlash drafter, an EAGLE-3 drafter.
+One small protocol (`Drafter`) and one module per kind: a draft model and an n-gram table here (any
+runtime); llama.cpp's MTP heads, DFlash and EAGLE-3 drafters in `llama/`; MLX's in `mlx/`.
 """
 
 from engine.drafting.base import Draft, Drafter, VerifyBatch
-from engine.drafting.dflash import DflashDrafter
-from engine.drafting.eagle3 import Eagle3Drafter
+from engine.drafting.llama.dflash import DflashDrafter
+from engine.drafting.llama.eagle3 import Eagle3Drafter
+from engine.drafting.llama.mtp import MtpDrafter
 from engine.drafting.model import ModelDrafter
-from engine.drafting.mtp import MtpDrafter
 from engine.drafting.ngram import NgramDrafter, lookup
 
 __all__ = [

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
 from engine.drafting.base import Drafter, OwnPace
-from engine.drafting.dflash import DflashDrafter
-from engine.drafting.eagle3 import Eagle3Drafter
+from engine.drafting.llama.dflash import DflashDrafter
+from engine.drafting.llama.eagle3 import Eagle3Drafter
+from engine.drafting.llama.mtp import ASSISTANT_ARCHITECTURES, MtpDrafter
 from engine.drafting.model import ModelDrafter
-from engine.drafting.mtp import ASSISTANT_ARCHITECTURES, MtpDrafter
 from engine.drafting.ngram import NgramDrafter
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model, RuntimeContext
@@ -128,7 +128,7 @@ def _llama_heads(
 def _mlx_heads(
     target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
 ) -> Drafter:
-    from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads
+    from engine.drafting.mlx.mtp import MlxMtpDrafter, load_heads
 
     mlx_target = _mlx_target(target)
     if model is not None:
@@ -145,7 +145,7 @@ def _mlx_heads(
 def _mlx_assistant(
     target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
 ) -> Drafter:
-    from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant
+    from engine.drafting.mlx.assistant import MlxAssistantDrafter, load_assistant
 
     folder = _folder(model)
     return _from(folder, _built(folder, "a Gemma 4 assistant", lambda: MlxAssistantDrafter(
@@ -161,7 +161,7 @@ def _llama_dflash(
 def _mlx_dflash(
     target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
 ) -> Drafter:
-    from engine.drafting.on_mlx.dflash import MlxDflashDrafter, load_dflash
+    from engine.drafting.mlx.dflash import MlxDflashDrafter, load_dflash
 
     folder = _folder(model)
     return _from(folder, _built(folder, "a DFlash drafter", lambda: MlxDflashDrafter(
@@ -177,7 +177,7 @@ def _llama_eagle3(
 def _mlx_eagle3(
     target: RuntimeContext | None, model: TextModel | Path | None, options: RunOptions, depth: int
 ) -> Drafter:
-    from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3
+    from engine.drafting.mlx.eagle3 import MlxEagle3Drafter, load_eagle3
 
     folder = _folder(model)
     return _from(folder, _built(folder, "an EAGLE-3 drafter", lambda: MlxEagle3Drafter(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.drafting import kinds
-from engine.drafting.dflash import LAYER_INPUT_ARCHITECTURES
+from engine.drafting.llama.dflash import LAYER_INPUT_ARCHITECTURES
 from engine.errors import ModelFileError
 from engine.models.mlx_folders import DRAFTER_WORDS, MlxFolder, read_folder, read_header, text_field
 from engine.runtime.gguf import GGUFInfo, file_type_name, read_gguf

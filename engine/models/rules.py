@@ -16,7 +16,7 @@ from engine.drafting import kinds
 from engine.models.compat import Rule
 from engine.models.facts import ModelFacts
 
-# What a Gemma 4 assistant reads of the target's cache: its shape must be the target's (engine.drafting.mtp).
+# What a Gemma 4 assistant reads of the target's cache: its shape must be the target's (engine.drafting.llama.mtp).
 CACHE_SHAPE = (
     "reading a cache of {} key/value heads, and {}'s has {}",
     "reading keys {} wide, and {}'s are {} wide",

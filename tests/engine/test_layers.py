@@ -186,6 +186,26 @@ def test_the_round_speaks_only_to_the_runtime_protocol():
     assert offenders == []
 
 
+# Each runtime's drafters sit in a package of their own and reach no other runtime.
+OTHER_RUNTIME = {
+    "engine.drafting.llama": ("mlx", "mlx_lm", "mlx_vlm", "engine.runtime.mlx", "engine.drafting.mlx"),
+    "engine.drafting.mlx": ("llama_cpp", "engine.runtime.llama", "engine.drafting.llama"),
+}
+
+
+def test_each_runtimes_drafters_import_nothing_of_the_other_runtime():
+    offenders, seen = [], set()
+    for name, path in source_modules("engine").items():
+        for package, banned in OTHER_RUNTIME.items():
+            if name != package and not name.startswith(package + "."):
+                continue
+            seen.add(package)
+            for target in imports_of(path, set()):
+                if any(target == b or target.startswith(b + ".") for b in banned):
+                    offenders.append(f"{name} imports {target}")
+    assert seen == set(OTHER_RUNTIME) and offenders == []
+
+
 def test_the_engine_never_imports_the_app_or_qt():
     offenders = []
     for name, path in source_modules("engine").items():

@@ -37,7 +37,7 @@ class Model:
         params.n_gpu_layers = self.options.gpu_layers
         params.use_extra_bufts = not self.options.exact
         params.vocab_only = vocab_only
-        # A model's own MTP heads load with it, so it can draft for itself (engine.drafting.mtp).
+        # A model's own MTP heads load with it, so it can draft for itself (engine.drafting.llama.mtp).
         params.load_mtp = load_mtp
         clear_log()
         ptr = llama.llama_model_load_from_file(str(self.path).encode(), params)

@@ -31,7 +31,7 @@ from mlx_vlm.speculative.drafters.qwen3_dflash import ModelConfig as DFlashConfi
 
 from engine.depth import FixedDepth
 from engine.drafting.base import Drafter
-from engine.drafting.on_mlx.dflash import load_dflash
+from engine.drafting.mlx.dflash import load_dflash
 from engine.events import RoundEvent, TokenEvent, TokenKind
 from engine.rounds import GenerationConfig, Prefill
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions

@@ -21,7 +21,7 @@ from mlx_targets import N_TOKENS, PROMPT, A, B, P, R, plain, provenance, recordi
 from mlx_vlm.speculative.mtp import _mtp_rounds  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
-from engine.drafting.on_mlx.assistant import MlxAssistantDrafter, load_assistant  # noqa: E402
+from engine.drafting.mlx.assistant import MlxAssistantDrafter, load_assistant  # noqa: E402
 from engine.errors import IncompatibleDrafter  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
 

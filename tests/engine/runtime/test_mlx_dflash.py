@@ -30,7 +30,7 @@ from mlx_targets import (  # noqa: E402
 )
 
 from engine.drafting import kinds  # noqa: E402
-from engine.drafting.on_mlx.dflash import MlxDflashDrafter  # noqa: E402
+from engine.drafting.mlx.dflash import MlxDflashDrafter  # noqa: E402
 from engine.errors import IncompatibleDrafter, RuntimeFailure  # noqa: E402
 from engine.events import TokenKind  # noqa: E402
 from engine.runtime.mlx import MlxContext  # noqa: E402

@@ -37,7 +37,7 @@ from mlx_targets import (  # noqa: E402
 from mlx_vlm.speculative.mtp import _mtp_rounds  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
-from engine.drafting.on_mlx.mtp import MlxMtpDrafter, load_heads  # noqa: E402
+from engine.drafting.mlx.mtp import MlxMtpDrafter, load_heads  # noqa: E402
 from engine.errors import IncompatibleDrafter, RuntimeFailure  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel  # noqa: E402
 

@@ -38,7 +38,7 @@ from mlx_targets import (  # noqa: E402
 from mlx_vlm.speculative.drafters.gemma4_dspark import Gemma4DsparkConfig, Gemma4DSparkDraftModel  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
-from engine.drafting.on_mlx.dflash import MlxDflashDrafter  # noqa: E402
+from engine.drafting.mlx.dflash import MlxDflashDrafter  # noqa: E402
 from engine.errors import IncompatibleDrafter  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
 

@@ -32,7 +32,7 @@ from mlx_targets import (  # noqa: E402
 from mlx_vlm.speculative.eagle3 import _eagle3_rounds  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
-from engine.drafting.on_mlx.eagle3 import MlxEagle3Drafter, load_eagle3  # noqa: E402
+from engine.drafting.mlx.eagle3 import MlxEagle3Drafter, load_eagle3  # noqa: E402
 from engine.errors import IncompatibleDrafter, RuntimeFailure  # noqa: E402
 from engine.runtime.mlx import MlxContext  # noqa: E402
 

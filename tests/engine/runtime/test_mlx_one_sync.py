@@ -130,7 +130,7 @@ def test_a_draft_chosen_on_the_device_has_the_hosts_rows_and_keeps_the_ban(tmp_p
 def test_a_centroid_heads_rows_are_mlx_vlms_with_their_floor_taken_on_the_device(tmp_path: Path):
     """mlx-vlm's MaskedEmbedder reads its floor on the host (`.item()`, a wait a draft step); ours
     keeps it on the device, and the rows are the same, bit for bit."""
-    from engine.drafting.on_mlx.assistant import centroid_rows, load_assistant
+    from engine.drafting.mlx.assistant import centroid_rows, load_assistant
 
     target = write_gemma4(tmp_path / "gemma4", 62)
     assistant = load_assistant(write_assistant(tmp_path / "assistant", 162, target, centroids=True))

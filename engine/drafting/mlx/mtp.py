@@ -3,7 +3,7 @@
 The head is mlx-vlm's drafter module (Qwen3_5MTPDraftModel for Qwen 3.5 and 3.6), loaded from the
 `mtp.*` weights of the target's own folder by mlx-vlm's splitters; it reads the target's last layer,
 normed, and keeps its own entries for the drafts the target kept, as mlx-vlm's `_mtp_rounds` does
-(engine.drafting.on_mlx.heads says how the rounds drive it). So the drafts are mlx-vlm's own,
+(engine.drafting.mlx.heads says how the rounds drive it). So the drafts are mlx-vlm's own,
 token for token (tests/engine/runtime/test_mlx_drafters.py).
 """
 
@@ -17,7 +17,7 @@ import mlx.nn as nn
 
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
-from engine.drafting.on_mlx.heads import ChainedHead
+from engine.drafting.mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx_check import check_folder, one_line

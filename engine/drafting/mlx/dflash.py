@@ -27,7 +27,7 @@ import numpy as np
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
 from engine.drafting.base import Draft, OwnPace, UnreadDraft, VerifyBatch, choose_draft
-from engine.drafting.on_mlx.heads import TargetStates
+from engine.drafting.mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx import audit
 from engine.runtime.mlx.chain import UnreadIds, ban_row, pick

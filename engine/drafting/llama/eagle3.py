@@ -16,7 +16,7 @@ import numpy as np
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
 from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
-from engine.drafting.dflash import LAYER_INPUT_ARCHITECTURES
+from engine.drafting.llama.dflash import LAYER_INPUT_ARCHITECTURES
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
 from engine.runtime.llama.heads import DraftContext, Entry, layer_inputs, set_layer_inputs, target_layers

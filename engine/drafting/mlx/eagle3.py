@@ -5,7 +5,7 @@ layout). Its fc fuses the outputs of the target's layers `capture_layer_ids` (th
 `target_layer_ids`), tapped in every batch the target decodes (engine.runtime.mlx.hidden); its
 entries sit at rope position p+1; after each verify it drops its own entries and feeds the kept
 drafts again with the target's states, as mlx-vlm's `_eagle3_rounds` does
-(engine.drafting.on_mlx.heads says how the rounds drive it). A drafter with a vocabulary of
+(engine.drafting.mlx.heads says how the rounds drive it). A drafter with a vocabulary of
 its own (`d2t`) writes its row into the target's vocabulary, the rest given no probability.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
-from engine.drafting.on_mlx.heads import ChainedHead
+from engine.drafting.mlx.heads import ChainedHead
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx.context import MlxContext
 from engine.runtime.mlx_check import check_folder, loader_errors
