@@ -12,7 +12,7 @@ the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,16 +50,20 @@ class Candidate:
 @dataclass(frozen=True)
 class Search:
     """One format's part of `auto`: the target's name in a sentence, what may draft for it in the order to
-    try, what was passed over on the way, and what the sentence says where nothing fits."""
+    try (read as it is tried: the first that fits ends the search), what was passed over on the way, and what
+    the sentence says where nothing fits."""
 
     title: str
-    candidates: list[Candidate]
+    candidates: Iterator[Candidate]
     passed_over: list[str]
     nothing_fits: str
 
 
 def discover(
-    target_path: str | Path, home: Path | None = None, env: Mapping[str, str] | None = None, folders=()
+    target_path: str | Path,
+    home: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    folders: Iterable[str | Path] = (),
 ) -> Discovery:
     """The drafter `auto` picks for the target at target_path, a GGUF file or an MLX folder: its own MTP heads,
     else the first candidate its format finds that fits by the one rule (engine.models.rules)."""
@@ -98,32 +102,35 @@ def _gguf_search(target: ModelFacts) -> Search:
     """A GGUF target's candidates: a drafter file beside it, by name (mtp-*, dflash-*, eagle3-*, an assistant);
     then a smaller model of its family among the catalog's files on this machine."""
     passed_over: list[str] = []
-    found: list[Candidate] = []
-    seen: set[Path] = {target.path.resolve()}
-    for pattern in SIDECAR_PATTERNS:
-        for path in sorted(target.path.parent.glob(pattern)):
-            if path.resolve() in seen:
+
+    def found() -> Iterator[Candidate]:
+        seen: set[Path] = {target.path.resolve()}
+        for pattern in SIDECAR_PATTERNS:
+            for path in sorted(target.path.parent.glob(pattern)):
+                if path.resolve() in seen:
+                    continue
+                seen.add(path.resolve())
+                try:
+                    side = facts_of(path)
+                except DraftlightError as exc:
+                    passed_over.append(f"{path.name}: {exc}")
+                    continue
+                not_drafter = f"{path.name} is a {side.architecture} model, not a drafter this target can use"
+                refused = "" if side.kind.reads_target else not_drafter
+                yield Candidate(side, path.name, " beside the target", refused)
+        for model in catalog.CATALOG.values():
+            path = catalog.models_dir() / model.filename
+            if not path.is_file() or path.resolve() in seen:
                 continue
-            seen.add(path.resolve())
             try:
                 side = facts_of(path)
-            except DraftlightError as exc:
-                passed_over.append(f"{path.name}: {exc}")
+            except DraftlightError:
                 continue
-            refused = "" if side.kind.reads_target else f"{path.name} is a {side.architecture} model, not a drafter this target can use"  # fmt: skip
-            found.append(Candidate(side, path.name, " beside the target", refused))
-    for model in catalog.CATALOG.values():
-        path = catalog.models_dir() / model.filename
-        if not path.is_file() or path.resolve() in seen:
-            continue
-        try:
-            side = facts_of(path)
-        except DraftlightError:
-            continue
-        if _smaller_of_family(target, side):
-            found.append(Candidate(side, model.title))
+            if _smaller_of_family(target, side):
+                yield Candidate(side, model.title)
+
     nothing = "no mtp-, dflash- or eagle3- file beside it fits, and no smaller model of its family is on this machine"
-    return Search(target.called, found, passed_over, nothing)
+    return Search(target.called, found(), passed_over, nothing)
 
 
 def _mlx_search(
@@ -145,15 +152,18 @@ def _mlx_search(
     drafters = [f for f in found if facts_by[f.path].kind.reads_target]
     drafters.sort(key=lambda f: not made_for(target, facts_by[f.path]))  # made for this target first, else in order
     models = [f for f in found if not f.drafter and _smaller_of_family(target, facts_by[f.path])]
-    candidates = []
-    for side in [*drafters, *sorted(models, key=lambda f: -f.size)]:
-        side_facts = facts_by[side.path]
-        refused = mlx_compat.refusal(side.path).rstrip(".")  # what the loader would refuse, in its words
-        vocabulary = [] if refused else [r.sentence for r in mlx_compat.vocabulary_rules(folder, side) if not r.holds]
-        differs = f"{side_facts.name}: {vocabulary[0].rstrip('.')}" if vocabulary else ""
-        candidates.append(Candidate(side_facts, side_facts.name, refused=refused, differs=differs))
+
+    def candidates() -> Iterator[Candidate]:
+        for side in [*drafters, *sorted(models, key=lambda f: -f.size)]:
+            side_facts = facts_by[side.path]
+            refused = mlx_compat.refusal(side.path).rstrip(".")  # what the loader would refuse, in its words
+            rules = () if refused else mlx_compat.vocabulary_rules(folder, side)
+            vocabulary = [r.sentence for r in rules if not r.holds]
+            differs = f"{side_facts.name}: {vocabulary[0].rstrip('.')}" if vocabulary else ""
+            yield Candidate(side_facts, side_facts.name, refused=refused, differs=differs)
+
     nothing = "and no MLX drafter or smaller model of its family on this machine fits"
-    return Search(target.name, candidates, passed_over, nothing)
+    return Search(target.name, candidates(), passed_over, nothing)
 
 
 def drafter_kind(target_path: str | Path, spec: str | Path) -> str:
