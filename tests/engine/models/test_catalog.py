@@ -262,6 +262,14 @@ def test_catalog_names_are_found_by_key_file_name_or_title():
     assert catalog.lookup("llama") is None
 
 
+def test_one_catalog_holds_both_formats_each_entry_found_by_its_key():
+    assert [m.format for m in catalog.ENTRIES.values()] == ["gguf"] * 9 + ["mlx"] * 7
+    assert all(catalog.entry(key.upper()) is m for key, m in catalog.ENTRIES.items())
+    assert catalog.entry("mlx-community/Qwen3-4B-8bit") is catalog.QWEN3_4B_8BIT
+    assert catalog.lookup("qwen3-4b-8bit-mlx") is None  # lookup: a GGUF file's entry only
+    assert set(catalog.CATALOG) | set(catalog.MLX_CATALOG) == set(catalog.ENTRIES)
+
+
 # ---- (e) the stamp ------------------------------------------------------------------
 
 

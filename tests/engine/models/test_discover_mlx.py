@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import IncompatibleDrafter, ModelFileError
 from engine.models.compat import Verdict
-from engine.models.discover import discover, discover_mlx, drafter_kind
+from engine.models.discover import discover, drafter_kind
 from engine.models.mlx_compat import check_folders
 from tests.engine.models.mlx_trees import QWEN_TOKENS, mlx_folder, plain_tensors, quantized_tensors
 from tests.engine.models.test_local import tiny_gguf
@@ -70,10 +70,10 @@ def test_a_smaller_model_of_the_family_on_this_machine_drafts_when_its_vocabular
     mlx_folder(home / ".lmstudio/models/someone/Qwen3-Mangled-4bit", tokens=other)
     small = mlx_folder(home / ".lmstudio/models/mlx-community/Qwen3-0.6B-4bit")
     mlx_folder(home / ".lmstudio/models/mlx-community/Llama-3.2-1B-4bit", "llama")  # another family
-    found = discover_mlx(target, home=home, env={})
+    found = discover(target, home=home, env={})
     assert (found.spec, found.said) == (str(small), "Qwen3-0.6B-4bit, a smaller qwen3 model, drafts for it.")
     (small / "config.json").unlink()
-    found = discover_mlx(target, home=home, env={})
+    found = discover(target, home=home, env={})
     assert found.spec is None
     assert found.said.endswith(
         "Passed over: Qwen3-Mangled-4bit: Token 1 is 'hello' in the target and 'z' in the drafter."

@@ -11,7 +11,8 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 from engine.drafting import kinds
 from engine.errors import ModelNotAvailable
 from engine.models import mlx_catalog
-from engine.models.mlx_catalog import MAC_PAIRS, MLX_CATALOG, QWEN36_27B_4BIT, lookup_mlx, resolve_mlx
+from engine.models.catalog import MLX_CATALOG, QWEN36_27B_4BIT
+from engine.models.mlx_catalog import MAC_PAIRS, lookup_mlx, resolve_mlx
 from tests.engine.models.mlx_trees import hf_snapshot, mlx_folder
 
 
