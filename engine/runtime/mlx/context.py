@@ -313,8 +313,10 @@ class MlxContext:
         """
         same = common_prefix(self.tokens, tokens)
         if same == len(tokens) and self._prefilled is not None and self._prefilled[0] == tokens:
-            self.rewind(same)
-            return self._prefilled[1].copy(), 0
+            prefilled = self._prefilled
+            self.rewind(same)  # a recurrent state replayed from nothing forgets the row: the same row again
+            self._prefilled = prefilled
+            return prefilled[1].copy(), 0
         same = min(same, len(tokens) - 1)  # the last token needs its row
         self.rewind(same)
         row = self.decode(tokens[same:], all_logits=False)[-1].copy()
