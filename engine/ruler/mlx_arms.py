@@ -12,7 +12,8 @@ speculative rounds for a drafter that reads the target, engine.ruler.mlx_vlm_ref
 class and drafter module on the same folders), "ours-llama" (our engine on llama.cpp, where the pair
 exists as GGUF files). The drafter's kind (config.kind) decides the oracles: with a draft model
 mlx-lm at every depth; with one that reads the target (an MTP head, EAGLE-3, DFlash, an assistant)
-mlx-lm's plain loop at depth 0 and mlx-vlm's rounds at the others.
+mlx-lm's plain loop at depth 0 and mlx-vlm's rounds at the others. Ours with prompt lookup (the
+n-gram drafter, `--ngram-depth`) has no oracle: neither mlx-lm nor mlx-vlm has such a loop.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.chat import Message
-from engine.drafting import kinds
+from engine.drafting import NgramDrafter, kinds
 from engine.events import RunStats
 from engine.measure.thermal import read_thermal, wait_until_cool
 from engine.ruler.oracle_arms import OracleArms, ReferenceRun
@@ -46,6 +47,7 @@ class MlxBenchConfig:
     depths: list[int] = field(default_factory=lambda: [0, 2])
     target_gguf: Path | None = None  # the same pair as GGUF files: our llama arms
     drafter_gguf: Path | None = None
+    ngram_depth: int = 0  # our arm with prompt lookup (the n-gram drafter) at this depth; 0 leaves it out
     n_tokens: int = 64
     repeats: int = 3
     threads: int = 0
@@ -56,12 +58,15 @@ class MlxBenchConfig:
 
 def mlx_arms(config: MlxBenchConfig) -> list[Arm]:
     """Each engine at each depth: ours on MLX, the oracle's (mlx-lm's, or mlx-vlm's where the drafter reads
-    the target: mlx-lm's plain loop at depth 0), and ours on llama.cpp where GGUF files exist."""
+    the target: mlx-lm's plain loop at depth 0), and ours on llama.cpp where GGUF files exist. Ours with
+    prompt lookup where `ngram_depth` asks for it: no oracle has such a loop, its depth-0 row is its reference."""
+    ours = [Arm(OURS, config.kind if d else kinds.NONE.name, d) for d in config.depths]
+    if config.ngram_depth:
+        ours.append(Arm(OURS, kinds.NGRAM.name, config.ngram_depth))
     if config.kind != kinds.MODEL.name:
-        ours = [Arm(OURS, config.kind if d else kinds.NONE.name, d) for d in config.depths]
         return ours + [Arm(MLX_VLM, config.kind, d) if d else Arm(MLX_LM, kinds.NONE.name, 0) for d in config.depths]
-    engines = [OURS, MLX_LM] + ([OURS_LLAMA] if config.target_gguf and config.drafter_gguf else [])
-    return [Arm(e, kinds.MODEL.name if d else kinds.NONE.name, d) for e in engines for d in config.depths]
+    engines = [MLX_LM] + ([OURS_LLAMA] if config.target_gguf and config.drafter_gguf else [])
+    return ours + [Arm(e, kinds.MODEL.name if d else kinds.NONE.name, d) for e in engines for d in config.depths]
 
 
 def _record(arm: Arm, prompt: BenchPrompt, stats: RunStats) -> RunRecord:
@@ -93,18 +98,23 @@ class OurArms:
     """One of our engines (MLX or llama.cpp) with its drafter (a path, or a kind's name such as "mtp").
 
     A draft model is dropped for the depth-0 arm. A drafter that reads the target stays: a depth-0
-    reply pauses its watch on the target's batches (Engine.stream), as any plain reply of that pair."""
+    reply pauses its watch on the target's batches (Engine.stream), as any plain reply of that pair.
+    The n-gram arm swaps in prompt lookup, which needs no model and so runs on either runtime."""
 
     def __init__(self, target: Path, drafter: Path | str, runtime: str, options: RuntimeOptions) -> None:
         """The drafter's kind is read from its folder by the engine's own load (engine.pairloading)."""
         self.engine = Engine.load(target, drafter, options, runtime=runtime)
         self.drafter = self.engine.drafter
+        self.ngram = NgramDrafter()
         self.engine.ledger_source = "bench"
 
     def run(self, arm: Arm, prompt: BenchPrompt, ids: list[int], n_tokens: int) -> RunRecord:
         engine = self.engine
         reads_target = self.drafter is not None and self.drafter.needs_hidden_states
-        engine.swap_drafter(self.drafter if arm.depth or reads_target else None)
+        if arm.drafter == kinds.NGRAM.name:
+            engine.swap_drafter(self.ngram)
+        else:
+            engine.swap_drafter(self.drafter if arm.depth or reads_target else None)
         engine.forget()  # every run prefills its whole prompt
         config = GenerationConfig(max_tokens=n_tokens, depth=arm.depth, ignore_eog=True)
         stats = None

@@ -60,6 +60,7 @@ def cmd_bench_mlx(args: argparse.Namespace) -> int:
         kind=kind.name,
         prompts=load_file(args.prompts) if args.prompts else built_in(args.only.split(",") if args.only else None),
         depths=args.depths,
+        ngram_depth=args.ngram_depth,
         target_gguf=target_gguf if both else None,
         drafter_gguf=drafter_gguf if both else None,
         n_tokens=args.tokens,

@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from engine.drafting import kinds
 from engine.ruler.mlx_arms import MLX_LM, MLX_VLM, ORACLES, OURS, OURS_LLAMA, MlxBenchConfig, run_mlx_bench
 from engine.ruler.report import Cell, _f, summarize
 from engine.ruler.runner import BenchResult, RunRecord
@@ -88,7 +89,13 @@ def markdown(result: BenchResult) -> str:
         f"- Arms: `{OURS}` our engine on MLX, `{MLX_LM}` mlx-lm's generate_step (d0) and speculative_generate_step "
         f"(dK) on the same modules and token ids, `{MLX_VLM}` mlx-vlm's own model class and drafter on the same "
         f"folders (its run_speculative_rounds, greedy: no id banned), `{OURS_LLAMA}` our engine on llama.cpp on "
-        "the GGUF pair; the oracle at a depth is the mlx-lm or mlx-vlm arm run there.",
+        "the GGUF pair; the oracle at a depth is the mlx-lm or mlx-vlm arm run there."
+        + (
+            f" `{OURS} ngram dK` is ours with prompt lookup (the n-gram drafter): mlx-lm and mlx-vlm have no "
+            f"prompt-lookup loop, so it has no oracle and its comparison is `{OURS} d0` (the speedup column)."
+            if any(f" {kinds.NGRAM.name} " in arm for arm in cfg.get("arms", []))
+            else ""
+        ),
         "- Our Python per round: round wall time less the time inside MLX decode calls (graph, mx.eval, copy).",
         "- Syncs per round: the times the host waited for MLX in a round (engine.runtime.mlx.audit).",
         "",

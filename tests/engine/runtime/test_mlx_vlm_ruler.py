@@ -84,7 +84,9 @@ def test_a_head_that_misses_gives_both_loops_the_same_ids_and_acceptance_up_to_t
         assert main(argv) == 0  # --strict: 1 had any arm's ids differed
     data = json.loads((out / "bench-mlx.json").read_text())
     records = {r["arm"]: r for r in data["records"]}
-    assert sorted(records) == sorted(ARMS) and data["mismatches"] == [] and data["config"]["kind"] == "mtp"
+    # --ngram-depth's default adds prompt lookup, swapped in for the head that reads the target: the same ids
+    assert sorted(records) == sorted([*ARMS, "ours-mlx ngram d3"]) and data["mismatches"] == []
+    assert data["config"]["kind"] == "mtp"
     ids = records["ours-mlx d0"]["token_ids"]
     assert all(r["token_ids"] == ids for r in records.values())
     ours, theirs = records["ours-mlx mtp d2"], records["mlx-vlm mtp d2"]
@@ -156,7 +158,7 @@ def test_bench_reads_a_drafter_folders_kind_from_its_config(tmp_path: Path):
     data = json.loads((out / "bench-mlx.json").read_text())
     assert data["config"]["kind"] == "eagle3" and data["config"]["drafter"] == str(drafter)
     assert sorted(r["arm"] for r in data["records"]) == [
-        "mlx-lm d0", "mlx-vlm eagle3 d2", "ours-mlx d0", "ours-mlx eagle3 d2"
+        "mlx-lm d0", "mlx-vlm eagle3 d2", "ours-mlx d0", "ours-mlx eagle3 d2", "ours-mlx ngram d3"
     ]  # fmt: skip
     assert data["mismatches"] == [] and "| mlx-vlm eagle3 d2 |" in table.getvalue()
 
