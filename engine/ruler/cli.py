@@ -144,7 +144,8 @@ def add_cli(sub) -> None:
     bench.add_argument(
         "--drafter",
         action="append",
-        help="default, a catalog name, a .gguf (a draft model, DFlash, EAGLE-3, a file of MTP heads) or mtp; "
+        help="default, a catalog name, a .gguf (a draft model, DFlash, EAGLE-3, a file of MTP heads), an MLX "
+        "folder, mtp, or ngram (prompt lookup alone, at --ngram-depth); "
         "repeat to measure several kinds side by side (default: the default draft model)",
     )
     bench.add_argument("--no-oracle", action="store_true", help="our arms only (with --runtime mlx: no llama.cpp arms)")

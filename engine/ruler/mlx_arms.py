@@ -41,7 +41,7 @@ ORACLES = (MLX_LM, MLX_VLM)
 @dataclass
 class MlxBenchConfig:
     target: Path  # an MLX folder
-    drafter: Path | None  # an MLX folder: the draft model, or the drafter of `kind`; None for the target's MTP head
+    drafter: Path | None  # an MLX folder: the draft model, or the drafter of `kind`; None for MTP heads or n-gram
     prompts: list[BenchPrompt]
     kind: str = kinds.MODEL.name  # the drafter's kind (engine.drafting.kinds)
     depths: list[int] = field(default_factory=lambda: [0, 2])
@@ -60,9 +60,10 @@ def mlx_arms(config: MlxBenchConfig) -> list[Arm]:
     """Each engine at each depth: ours on MLX, the oracle's (mlx-lm's, or mlx-vlm's where the drafter reads
     the target: mlx-lm's plain loop at depth 0), and ours on llama.cpp where GGUF files exist. Ours with
     prompt lookup where `ngram_depth` asks for it: no oracle has such a loop, its depth-0 row is its reference."""
-    ours = [Arm(OURS, config.kind if d else kinds.NONE.name, d) for d in config.depths]
-    if config.ngram_depth:
-        ours.append(Arm(OURS, kinds.NGRAM.name, config.ngram_depth))
+    ngram = [Arm(OURS, kinds.NGRAM.name, config.ngram_depth)] if config.ngram_depth else []
+    if config.kind == kinds.NGRAM.name:  # prompt lookup alone (--drafter ngram): no other drafter's depths
+        return [Arm(OURS, kinds.NONE.name, 0), *ngram, Arm(MLX_LM, kinds.NONE.name, 0)]
+    ours = [Arm(OURS, config.kind if d else kinds.NONE.name, d) for d in config.depths] + ngram
     if config.kind != kinds.MODEL.name:
         return ours + [Arm(MLX_VLM, config.kind, d) if d else Arm(MLX_LM, kinds.NONE.name, 0) for d in config.depths]
     engines = [MLX_LM] + ([OURS_LLAMA] if config.target_gguf and config.drafter_gguf else [])
@@ -167,7 +168,7 @@ def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchRe
     """Every arm on every prompt, repeats interleaved in a rotating order, each run after a warm-up."""
     options = RuntimeOptions(n_ctx=config.n_ctx, n_threads=config.threads)
     arms = mlx_arms(config)
-    reads_target = config.kind != kinds.MODEL.name
+    reads_target = config.kind not in (kinds.MODEL.name, kinds.NGRAM.name)
     ours = OurArms(config.target, config.drafter or config.kind, "mlx", options)
     runners: dict[str, OurArms | OracleArms] = {OURS: ours, MLX_LM: MlxLmArms(ours.engine)}
     llama: OurArms | None = None
@@ -210,6 +211,8 @@ def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchRe
         "oracle": (
             "mlx-lm's generate_step (d0), mlx-vlm's run_speculative_rounds"
             if reads_target
+            else "mlx-lm's generate_step (d0); prompt lookup has none"
+            if config.kind == kinds.NGRAM.name
             else "mlx-lm's generate_step and speculative_generate_step"
         ),
     }

@@ -1,6 +1,7 @@
 """`draftlight bench --runtime mlx`: the pair as MLX folders, converted from GGUF where that is what was named.
 
-`--drafter mtp` measures the target's own MTP head (an MLX folder with `mtp.*` weights) against
+`--drafter ngram` measures prompt lookup alone (depth 0 and the n-gram arm at `--ngram-depth`, against
+mlx-lm's plain loop); every other drafter gets the n-gram arm beside its own. `--drafter mtp` measures the target's own MTP head (an MLX folder with `mtp.*` weights) against
 mlx-vlm's own MTP rounds; a drafter folder that reads the target (DFlash, DSpark, EAGLE-3, Gemma 4's
 assistant: its kind read from its config, engine.models.discover.drafter_kind) against mlx-vlm's
 rounds for that kind; any other folder, or a GGUF file, is a draft model, against mlx-lm's loops."""
@@ -39,11 +40,12 @@ def cmd_bench_mlx(args: argparse.Namespace) -> int:
         raise DraftlightError("The MLX ruler measures one draft model: give --drafter once.")
     progress = terminal_progress()
     target, target_gguf = _pair_member(args.target, catalog.DEFAULT_TARGET, progress)
-    if drafters[0] == kinds.MTP.name:
-        kind, drafter, drafter_gguf = kinds.MTP, None, None
+    if drafters[0] in (kinds.MTP.name, kinds.NGRAM.name):  # the target's own heads; prompt lookup, at --ngram-depth
+        kind, drafter, drafter_gguf = kinds.KINDS[drafters[0]], None, None
     elif drafters[0] in kinds.KEYWORDS:
         raise DraftlightError(
-            f"The MLX ruler measures a draft model, the target's MTP head or a drafter folder, not {drafters[0]}."
+            f"The MLX ruler measures a draft model, the target's MTP head, prompt lookup (ngram) or a drafter "
+            f"folder, not {drafters[0]}."
         )
     else:
         drafter, drafter_gguf = _pair_member(drafters[0], catalog.DEFAULT_DRAFTER, progress)

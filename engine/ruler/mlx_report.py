@@ -72,7 +72,13 @@ def markdown(result: BenchResult) -> str:
     cells, overall = summarize(result)
     cfg, machine = result.config, result.machine
     oracles = [o for o in ORACLES if any(c.arm.startswith(o + " ") for c in overall)]
-    drafter = Path(cfg["drafter"]).name if cfg.get("drafter") else f"the target's own {cfg.get('kind')}"
+    drafter = (
+        Path(cfg["drafter"]).name
+        if cfg.get("drafter")
+        else "prompt lookup alone"
+        if cfg.get("kind") == kinds.NGRAM.name
+        else f"the target's own {cfg.get('kind')}"
+    )
     lines = [
         "# Draftlight ruler on MLX",
         "",

@@ -92,3 +92,25 @@ def test_the_mlx_ruler_gives_every_arm_the_same_ids_and_reports_them(tmp_path):
     assert "| ours-mlx d2 |" in text and "ours / mlx-lm" in text and "our Python ms/round" in text
     assert "| ours-mlx ngram d3 |" in text and "so it has no oracle and its comparison is `ours-mlx d0`" in text
     assert "Every MLX arm gave the token ids of `ours-mlx d0` on every prompt." in text
+
+
+@pytest.mark.slow
+def test_bench_drafter_ngram_on_mlx_measures_prompt_lookup_against_depth_0(tmp_path):
+    """`draftlight bench --runtime mlx --drafter ngram`: no draft model, as on llama.cpp: depth 0, the n-gram
+    arm at --ngram-depth and mlx-lm's plain loop; the n-gram arm drafts on a prompt that repeats."""
+    target, out, prompts = write_qwen2_folder(tmp_path / "target", seed=0), tmp_path / "out", tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"category": REPEATING.category, "prompt": REPEATING.text}) + "\n")
+    argv = ["bench", "--runtime", "mlx", "--target", str(target), "--drafter", "ngram", "--ngram-depth", "3",
+            "--prompts", str(prompts), "--tokens", "20", "--repeats", "1", "--cool-pause", "0", "--out", str(out),
+            "--strict"]  # fmt: skip
+    table = io.StringIO()
+    with contextlib.redirect_stdout(table):
+        assert main(argv) == 0
+    data = json.loads((out / "bench-mlx.json").read_text())
+    records = {r["arm"]: r for r in data["records"]}
+    assert sorted(records) == ["mlx-lm d0", "ours-mlx d0", "ours-mlx ngram d3"] and data["mismatches"] == []
+    assert data["config"]["kind"] == "ngram" and data["config"]["drafter"] is None
+    assert all(r["token_ids"] == [65, 88] + [170, 180] * 9 for r in records.values())
+    ngram = records["ours-mlx ngram d3"]
+    assert (ngram["rounds"], ngram["drafted"], ngram["accepted"]) == (9, 10, 10)
+    assert "drafter prompt lookup alone" in table.getvalue() and "| ours-mlx ngram d3 |" in table.getvalue()
