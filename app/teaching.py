@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs import Job
-from app.teachtext import Totals, explain_round, shown
+from app.teachtext import Totals, explain_round, lookup_sentence, shown
 from app.teachview import CandidatesView, RoundView
 from app.worker import EngineWorker
 from engine import (
@@ -35,12 +35,15 @@ from engine import (
     DraftlightError,
     GenerationConfig,
     Message,
+    NgramDrafter,
+    NgramMatch,
     Replay,
     RoundStep,
     RunStats,
     Stepper,
     load_replay,
     mentioned_tokens,
+    ngram_match,
     record_replay,
 )
 
@@ -58,10 +61,12 @@ class Started:
 
 @dataclass(frozen=True)
 class Stepped:
-    """One round, with the text of every token it mentions (drafts, candidates)."""
+    """One round, with the text of every token it mentions (drafts, candidates, a matched n-gram)."""
 
     step: RoundStep
     pieces: dict[int, str]
+    lookup: NgramMatch | None = None  # prompt lookup's drafts: where in the history they were found
+    prompt_tokens: int = 0
 
 
 class LiveSteps:
@@ -72,6 +77,7 @@ class LiveSteps:
         self.chat_worker = chat_worker
         self.stepper: Stepper | None = None
         self._expected_cache: list[int] | None = None
+        self.prompt_ids: list[int] = []
 
     def start(self, prompt: str, depth: int) -> Started:
         engine = self.chat_worker.engine
@@ -84,6 +90,7 @@ class LiveSteps:
             self.stepper.close()
         self.stepper = Stepper(engine.stream(ids, config))
         self._expected_cache = None
+        self.prompt_ids = ids
         plain_s = engine.plain_pass_s()
         return Started(rendered, plain_s * 1e3 if plain_s else None)
 
@@ -99,7 +106,17 @@ class LiveSteps:
         self._expected_cache = engine.cached_tokens
         if step is None:
             return self.stepper.stats
-        return Stepped(step, {t: engine.target.display(t) for t in mentioned_tokens([step])})
+        found = self._lookup(step)
+        tokens = mentioned_tokens([step]) | set(found.ngram if found else ())
+        return Stepped(step, {t: engine.target.display(t) for t in tokens}, found, len(self.prompt_ids))
+
+    def _lookup(self, step: RoundStep) -> NgramMatch | None:
+        """Where prompt lookup found this round's drafts: the scan its index agrees with, on the same history."""
+        drafter = self.chat_worker.engine.drafter if self.chat_worker.engine else None
+        if not isinstance(drafter, NgramDrafter) or not step.round.drafted or self.stepper is None:
+            return None
+        history = self.prompt_ids + [t.token_id for s in self.stepper.steps[:-1] for t in s.tokens]
+        return ngram_match(history, step.round.drafted, drafter.max_ngram, drafter.min_ngram)
 
 
 class TeachingWindow(QWidget):
@@ -118,6 +135,7 @@ class TeachingWindow(QWidget):
         self.totals = Totals()
         self.waiting = False
         self.verdict_due: RoundStep | None = None
+        self.lookup_said = ""  # where prompt lookup found the shown round's drafts, in rich text
         self._build()
         self.job = Job("Teaching mode failed")
         self.live = LiveSteps(main_window.worker) if main_window is not None else None
@@ -247,7 +265,8 @@ class TeachingWindow(QWidget):
             step, self.verdict_due = self.verdict_due, None
             self.view.show_verdict(step)
             self.totals.add(step)
-            self.explanation.setText(explain_round(step, self.totals, self.plain_pass_ms, self.piece))
+            said = explain_round(step, self.totals, self.plain_pass_ms, self.piece)
+            self.explanation.setText(said + (f"<br>{self.lookup_said}" if self.lookup_said else ""))
             return
         if self.waiting or self.stats is not None:
             return
@@ -272,11 +291,15 @@ class TeachingWindow(QWidget):
                 self.explanation.setText("Ready: press Step to see the first round's drafts, or Play.")
             case Stepped():
                 self._stepped(result.step, result.pieces)
+                if result.lookup is not None:  # prompt lookup's drafts: say where they came from
+                    self.lookup_said = lookup_sentence(result.lookup, result.prompt_tokens, self.piece)
+                    self.explanation.setText(f"{self.explanation.text()}<br>{self.lookup_said}")
             case RunStats():
                 self._finished(result)
 
     def _stepped(self, step: RoundStep, pieces: dict) -> None:
         self.waiting = False
+        self.lookup_said = ""
         self.pieces.update(pieces)
         self.steps.append(step)
         self.view.show_drafts(step, self.piece)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from engine import RoundStep, TokenEvent, TokenKind, ordinal
+from engine import NgramMatch, RoundStep, TokenEvent, TokenKind, ordinal
 
 
 @dataclass
@@ -41,6 +41,21 @@ def rank_sentence(token: TokenEvent) -> str:
 def shown(text: str | None) -> str:
     """A token's text for rich text: quoted as Python would, and escaped, so `<h1>` or `<123>` shows as typed."""
     return html.escape(repr(text), quote=False)
+
+
+def lookup_sentence(found: NgramMatch, prompt_tokens: int, piece) -> str:
+    """Where prompt lookup found a round's drafts: the history's last tokens, seen before in the prompt or reply."""
+    n = len(found.ngram)
+    where = (
+        f"the prompt (its token {found.start + 1} of {prompt_tokens})"
+        if found.start < prompt_tokens
+        else f"the reply (its token {found.start - prompt_tokens + 1})"
+    )
+    ngram = " ".join(shown(piece(t)) for t in found.ngram)
+    return (
+        f"Prompt lookup: the last {f'{n} tokens' if n != 1 else 'token'} ({ngram}) appeared before in {where}; "
+        f"the drafts are the tokens that followed {'them' if n != 1 else 'it'} there."
+    )
 
 
 def explain_round(step: RoundStep, totals: Totals, plain_pass_ms: float | None, piece) -> str:

@@ -65,6 +65,8 @@ from engine.measure.costmodel import (
     measured_round_cost,
     predict,
 )
+from engine.drafting.ngram import NgramDrafter, NgramMatch
+from engine.drafting.ngram import match as ngram_match
 from engine.measure.thermal import ThermalReading, ThermalSampler, ThermalState
 from engine.models import catalog
 from engine.models.catalog import CatalogModel, Progress
@@ -138,6 +140,8 @@ __all__ = [
     "Model",
     "ModelFileError",
     "ModelNotAvailable",
+    "NgramDrafter",
+    "NgramMatch",
     "PairLedger",
     "PairReport",
     "PositionTally",
@@ -183,6 +187,7 @@ __all__ = [
     "measured_round_cost",
     "mentioned_tokens",
     "model_title",
+    "ngram_match",
     "ordinal",
     "pair_report",
     "parse_depth",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
@@ -88,15 +89,30 @@ class NgramDrafter(OwnPace):
         """Nothing to free."""
 
 
-def lookup(history: list[int], k: int, max_ngram: int = 4, min_ngram: int = 1) -> list[int]:
-    """The k tokens that followed the latest earlier match of history's last n-gram.
+@dataclass(frozen=True)
+class NgramMatch:
+    """Where prompt lookup found its drafts: history's last n tokens (`ngram`) seen before at `start`."""
 
-    The plain scan the index must agree with; tests compare the two.
+    start: int
+    ngram: tuple[int, ...]
+    follow: tuple[int, ...]  # the up to k tokens that followed them there
+
+
+def match(history: list[int], k: int, max_ngram: int = 4, min_ngram: int = 1) -> NgramMatch | None:
+    """The latest earlier match of history's longest last n-gram that has one, and the k tokens after it.
+
+    The plain scan the drafter's index must agree with; tests compare the two.
     """
     n_hist = len(history)
     for n in range(min(max_ngram, n_hist - 1), min_ngram - 1, -1):
         tail = history[n_hist - n :]
         for start in range(n_hist - n - 1, -1, -1):
             if history[start : start + n] == tail:
-                return history[start + n : start + n + k]
-    return []
+                return NgramMatch(start, tuple(tail), tuple(history[start + n : start + n + k]))
+    return None
+
+
+def lookup(history: list[int], k: int, max_ngram: int = 4, min_ngram: int = 1) -> list[int]:
+    """The k tokens that followed the latest earlier match of history's last n-gram (engine.drafting.ngram.match)."""
+    found = match(history, k, max_ngram, min_ngram)
+    return list(found.follow) if found else []

@@ -148,7 +148,11 @@ def test_teaching_and_the_lab_run_each_kind(qtbot, tmp_path, folders, plain_ids,
         advance()  # the next round's drafts, pending
     step = teach.verdict_due
     assert step.round.drafted == 2 and step.round.round_index == (7 if kind == "ngram" else 1)
+    # prompt lookup says where its drafts came from, with the drafts and again with the verdict
+    source = "Prompt lookup: the last token ('r') appeared before in the prompt (its token 7 of 31); the drafts are"
+    assert (source in teach.explanation.text()) == (kind == "ngram")
     teach.step()
+    assert (source in teach.explanation.text()) == (kind == "ngram")
     written = [t.token_id for s in teach.steps for t in s.tokens]
     assert written == plain_ids[target][: len(written)] and len(written) > step.round.round_index
     teach.close()

@@ -8,6 +8,7 @@ import pytest
 
 from engine import SamplingConfig
 from engine.drafting import NgramDrafter, lookup
+from engine.drafting.ngram import NgramMatch, match
 from engine.sampling import Sampler
 
 SAMPLER = Sampler(SamplingConfig(), 1000)
@@ -92,8 +93,11 @@ def test_a_repeat_proposes_what_followed_its_latest_occurrence():
     drafter = NgramDrafter()
     assert drafter.draft(history, 3, SAMPLER).tokens == [8, 5, 1]
     assert lookup(history, 3) == [8, 5, 1]
+    assert match(history, 3) == NgramMatch(start=4, ngram=(1, 2, 3), follow=(8, 5, 1))  # what teaching mode shows
     # the longest match wins over a more recent shorter one
     history = [4, 5, 6, 7, 0, 6, 1, 4, 5, 6]
     assert NgramDrafter().draft(history, 2, SAMPLER).tokens == [7, 0]
+    assert match(history, 2) == NgramMatch(start=0, ngram=(4, 5, 6), follow=(7, 0))
+    assert match(list(range(9)), 2) is None
     # a depth of zero drafts nothing
     assert NgramDrafter().draft(history, 0, SAMPLER).tokens == []
