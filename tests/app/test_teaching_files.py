@@ -9,10 +9,10 @@ import pytest
 from PySide6.QtGui import QTextDocument
 
 from app.teaching import TeachingWindow
-from app.teachtext import Totals, explain_round
+from app.teachtext import Totals, explain_round, lookup_sentence
 from app.teachview import CandidatesView
 from app.transcript import tooltip
-from engine import TokenKind
+from engine import NgramMatch, TokenKind
 from tests.engine.replay_samples import sample_replay
 
 HOSTILE = ["<h1>BIG</h1>", "<img src=x>", "a & b", "<b>"]
@@ -81,6 +81,21 @@ def test_explain_round_escapes_pieces_and_rejected_drafts():
     text = shown_text(explain_round(step, Totals(), 40.0, lambda t: "<img src=x>" if t % 2 else f"<{t}>"))
     assert "'<h1>no</h1>'" in text
     assert "'<img src=x>'" in text or any(f"'<{t}>'" in text for t in step.drafts)
+
+
+def test_prompt_lookups_source_is_said_as_typed_in_the_prompt_or_the_reply():
+    """Where an n-gram round's drafts came from: the matched tokens as typed, and where they were seen."""
+    piece = {1: "<b>", 2: "x"}.get
+    in_prompt = shown_text(lookup_sentence(NgramMatch(start=4, ngram=(1, 2), follow=(7, 8)), 30, piece))
+    assert in_prompt == (
+        "Prompt lookup: the last 2 tokens ('<b>' 'x') appeared before in the prompt (its token 5 of 30); "
+        "the drafts are the tokens that followed them there."
+    )
+    in_reply = shown_text(lookup_sentence(NgramMatch(start=33, ngram=(2,), follow=(7,)), 30, piece))
+    assert in_reply == (
+        "Prompt lookup: the last token ('x') appeared before in the reply (its token 4); "
+        "the drafts are the tokens that followed it there."
+    )
 
 
 def test_tooltips_and_candidate_titles_show_token_text_as_typed(qtbot):
