@@ -139,7 +139,8 @@ def _mlx_search(
 ) -> Search:
     """An MLX target's candidates: the MLX drafter folders beside it or on this machine (those made for it
     first), then the smaller models of its family, largest first; each one the MLX loaders would take and
-    whose tokenizer spells the target's. GGUF files beside it are passed over: the runtimes differ."""
+    whose vocabulary passes the rules against the target's (engine.models.vocabulary). GGUF files beside
+    it are passed over: the runtimes differ."""
     folder = checked_folder(target.path)
     passed_over: list[str] = []
     if folder.mtp_layers:

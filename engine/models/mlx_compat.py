@@ -3,8 +3,8 @@
 The vocabulary rules are llama.cpp's, the one set both runtimes share (engine.models.vocabulary), over
 each folder's vocabulary read from its config.json, tokenizer_config.json and tokenizer.json; a drafter that
 reads the target's insides (DFlash, DSpark, EAGLE-3, a Gemma 4 assistant, an MTP head) passes the one
-rule of what it needs of its target (engine.models.rules, over engine.models.facts). A GGUF drafter for an MLX target, or an MLX one for a GGUF target, is refused: the runtimes
-differ. Nothing here imports mlx.
+rule of what it needs of its target (engine.models.rules, over engine.models.facts). A GGUF drafter for an
+MLX target, or an MLX one for a GGUF target, is refused: the runtimes differ. Nothing here imports mlx.
 """
 
 from __future__ import annotations
