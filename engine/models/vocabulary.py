@@ -140,7 +140,7 @@ def type_rule(target: Vocabulary, drafter: Vocabulary) -> Rule:
 
 
 def _side(target_value: object, value: object) -> str:
-    """Which side `value` (False or None) is found on: "target" where the target's is it."""
+    """The side whose value is `value` (False or None): the target where its value is, else the drafter."""
     return "target" if target_value is value else "drafter"
 
 
@@ -239,14 +239,14 @@ def token_texts_rule(target: Vocabulary, drafter: Vocabulary) -> Rule:
                            "The {side} spells no tokens (no tokenizer.json): only the sizes are compared.",
                            "Neither model spells its tokens (no tokenizer.json): only the sizes are compared.")  # fmt: skip
         return Rule("token texts", True, sentence)
-    sizes = [n for n in (target.size, drafter.size) if n is not None] or [max(target.texts_end, drafter.texts_end)]
-    last = min(sizes)
-    for i in range(FIRST_CHECKED_TOKEN, min(last, max(target.texts_end, drafter.texts_end))):
+    spelled = max(target.texts_end, drafter.texts_end)
+    end = min([n for n in (target.size, drafter.size) if n is not None] + [spelled])
+    for i in range(FIRST_CHECKED_TOKEN, end):
         a, b = target.text(i), drafter.text(i)
         if a != b:
             return _failed("token texts", [f"token {i:,} is {a!r} in the target and {b!r} in the drafter"])
     return Rule(
-        "token texts", True, f"Every token from id {FIRST_CHECKED_TOKEN} to {last - 1:,} is spelled the same in both."
+        "token texts", True, f"Every token from id {FIRST_CHECKED_TOKEN} to {end - 1:,} is spelled the same in both."
     )
 
 

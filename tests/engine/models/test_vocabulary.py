@@ -137,3 +137,15 @@ def test_a_rule_says_so_where_one_side_states_nothing():
         "Neither model says how many tokens it has: the sizes are not compared.",
         "Neither model spells its tokens (no tokenizer.json): only the sizes are compared.",
     ]
+
+
+def test_token_texts_are_looked_up_no_further_than_a_tokenizer_spells(tmp_path):
+    """A config.json may claim more tokens than its tokenizer.json holds: the ids past both tokenizers' last
+    are not looked up, and the sentence says which were compared."""
+    target = read_mlx(mlx_folder(tmp_path / "target", vocab=4_000))
+    drafter = read_mlx(mlx_folder(tmp_path / "drafter", vocab=4_100))
+    assert target is not None and drafter is not None
+    (texts,) = [
+        r for r in vocabulary_rules(folder_vocabulary(target), folder_vocabulary(drafter)) if r.name == "token texts"
+    ]
+    assert (texts.holds, texts.sentence) == (True, "Every token from id 5 to 7 is spelled the same in both.")
