@@ -86,9 +86,12 @@ def load_drafter(
     refused = made_for_another(target, path)  # from the headers, before the loader reads a tensor
     if refused:
         raise IncompatibleDrafter(Verdict(False, (refused,)).explain())
+    before = files.verdict_before_load(target.path, path)  # two MLX folders: the doctor's rules, from their files
+    if before is not None and not before.compatible:
+        raise IncompatibleDrafter(before.explain())
     model = load_model(path, runtime, options, converter(progress))
     try:
-        verdict = check(target, model)
+        verdict = before if before is not None else check(target, model)
         if not verdict.compatible:
             raise IncompatibleDrafter(verdict.explain())
         kind = files.kind_of_loaded(model, target)
