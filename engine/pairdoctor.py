@@ -21,7 +21,7 @@ from engine.drafting import kinds
 from engine.measure.costmodel import BoxProfile, best_depth, conditional_acceptance, speculation_pays, why_plain
 from engine.measure.profile import drafting_free, load_profile, saved_rows
 from engine.models import catalog
-from engine.models.compat import Rule, Verdict, rules
+from engine.models.compat import Rule, Verdict
 from engine.models.discover import discover, drafter_kind
 from engine.models.facts import gguf_facts, mlx_facts
 from engine.models.naming import model_title
@@ -36,6 +36,7 @@ from engine.models.pairing import (
     target_architecture,
 )
 from engine.models.rules import made_for_rule
+from engine.models.vocabulary import loaded_vocabulary, vocabulary_rules
 from engine.pairmlx import mlx_rules, mlx_shapes, read_folder
 from engine.pairprobe import (
     PROBE_DEPTH,
@@ -233,7 +234,10 @@ def _gguf_checks(target_path: Path, drafter_path: Path | None, kind: str):
             return (
                 target_facts,
                 drafter_facts,
-                (*rules(target_model, drafter_model), *((made_for,) if made_for else ())),
+                (
+                    *vocabulary_rules(loaded_vocabulary(target_model), loaded_vocabulary(drafter_model)),
+                    *((made_for,) if made_for else ()),
+                ),
             )
         finally:
             drafter_model.close()

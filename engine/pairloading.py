@@ -13,11 +13,12 @@ from engine.errors import DraftlightError, IncompatibleDrafter
 from engine.measure.costmodel import BoxProfile, speculation_pays, why_plain
 from engine.measure.profile import load_profile
 from engine.models import catalog
-from engine.models.compat import Verdict, check
+from engine.models.compat import Verdict
 from engine.models.discover import discover
 from engine.models.drafterfiles import DRAFTER_FILES
 from engine.models.facts import ModelFacts, facts_of, gguf_facts
 from engine.models.rules import fits, made_for_rule
+from engine.models.vocabulary import check
 from engine.runtime import RuntimeOptions
 from engine.runtime.gguf import GGUFInfo
 from engine.runtime.loading import chosen_runtime, load_model, runtime_of
@@ -85,9 +86,12 @@ def load_drafter(
     refused = made_for_another(target, path)  # from the headers, before the loader reads a tensor
     if refused:
         raise IncompatibleDrafter(Verdict(False, (refused,)).explain())
+    before = files.verdict_before_load(target.path, path)  # two MLX folders: the doctor's rules, from their files
+    if before is not None and not before.compatible:
+        raise IncompatibleDrafter(before.explain())
     model = load_model(path, runtime, options, converter(progress))
     try:
-        verdict = check(target, model)
+        verdict = before if before is not None else check(target, model)
         if not verdict.compatible:
             raise IncompatibleDrafter(verdict.explain())
         kind = files.kind_of_loaded(model, target)

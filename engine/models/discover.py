@@ -21,6 +21,7 @@ from engine.errors import DraftlightError, IncompatibleDrafter
 from engine.models import catalog, mlx_compat
 from engine.models.facts import ModelFacts, checked_folder, facts_of, mlx_facts
 from engine.models.rules import fits, made_for
+from engine.models.vocabulary import folder_vocabulary, vocabulary_rules
 from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 from engine.runtime.loading import runtime_owning
 from engine.runtime.mlx import RUNTIME as MLX_RUNTIME
@@ -138,7 +139,8 @@ def _mlx_search(
 ) -> Search:
     """An MLX target's candidates: the MLX drafter folders beside it or on this machine (those made for it
     first), then the smaller models of its family, largest first; each one the MLX loaders would take and
-    whose tokenizer spells the target's. GGUF files beside it are passed over: the runtimes differ."""
+    whose vocabulary passes the rules against the target's (engine.models.vocabulary). GGUF files beside
+    it are passed over: the runtimes differ."""
     folder = checked_folder(target.path)
     passed_over: list[str] = []
     if folder.mtp_layers:
@@ -154,10 +156,11 @@ def _mlx_search(
     models = [f for f in found if not f.drafter and _smaller_of_family(target, facts_by[f.path])]
 
     def candidates() -> Iterator[Candidate]:
+        mine = folder_vocabulary(folder)
         for side in [*drafters, *sorted(models, key=lambda f: -f.size)]:
             side_facts = facts_by[side.path]
             refused = mlx_compat.refusal(side.path).rstrip(".")  # what the loader would refuse, in its words
-            rules = () if refused else mlx_compat.vocabulary_rules(folder, side)
+            rules = () if refused else vocabulary_rules(mine, folder_vocabulary(side))
             vocabulary = [r.sentence for r in rules if not r.holds]
             differs = f"{side_facts.name}: {vocabulary[0].rstrip('.')}" if vocabulary else ""
             yield Candidate(side_facts, side_facts.name, refused=refused, differs=differs)

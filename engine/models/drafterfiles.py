@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engine.drafting import kinds
 from engine.errors import IncompatibleDrafter
+from engine.models.compat import Verdict
 from engine.models.facts import facts_of, mlx_facts, read_mlx
 from engine.runtime.llama import RUNTIME as LLAMA_RUNTIME
 from engine.runtime.llama import Model
@@ -29,6 +30,8 @@ class DrafterFiles:
     refusal: Callable[[Path, str], str]  # (path, target's name) -> why it cannot draft here, or ""
     kind_before_load: Callable[[Path], kinds.DrafterKind | None]  # a folder's kind that reads the target
     kind_of_loaded: Callable[[TextModel, TextModel], kinds.DrafterKind]  # (drafter, target)
+    # (target's path, drafter's path) -> the pair's verdict from their files, where they are read before loading
+    verdict_before_load: Callable[[Path | None, Path], Verdict | None]
 
 
 def _llama_refusal(path: Path, target_name: str) -> str:
@@ -71,8 +74,24 @@ def _mlx_kind_before_load(path: Path) -> kinds.DrafterKind | None:
     return kind if kind.reads_target else None
 
 
+def _mlx_verdict_before_load(target: Path | None, path: Path) -> Verdict | None:
+    """Two MLX folders' verdict from their files (the vocabulary rules over what each folder states), so a
+    pair the pairing doctor refuses is refused before either loads; None for a GGUF model still to convert,
+    or a folder the loader refuses (it says why in its own sentence)."""
+    if target is None or not (MLX_RUNTIME.owns(target) and MLX_RUNTIME.owns(path)):
+        return None
+    from engine.models.mlx_compat import check_folders, refusal
+
+    if any(read_mlx(p) is None or refusal(p) for p in (target, path)):
+        return None
+    return check_folders(target, path)
+
+
 DRAFTER_FILES: dict[Runtime, DrafterFiles] = {
-    LLAMA_RUNTIME: DrafterFiles(_llama_refusal, lambda _path: None, _llama_kind_of_loaded),
+    # llama.cpp's rules read the loaded vocabularies, as common_speculative_are_compatible does.
+    LLAMA_RUNTIME: DrafterFiles(_llama_refusal, lambda _path: None, _llama_kind_of_loaded, lambda _t, _d: None),
     # On MLX a loaded drafter is a draft model: the kinds that read the target are folders, known before loading.
-    MLX_RUNTIME: DrafterFiles(_mlx_refusal, _mlx_kind_before_load, lambda _drafter, _target: kinds.MODEL),
+    MLX_RUNTIME: DrafterFiles(
+        _mlx_refusal, _mlx_kind_before_load, lambda _drafter, _target: kinds.MODEL, _mlx_verdict_before_load
+    ),
 }

@@ -11,26 +11,36 @@ from collections.abc import Callable
 
 from engine.errors import DraftlightError
 from engine.models import mlx_compat
-from engine.models.compat import VOCAB_SIZE_TOLERANCE
 from engine.models.facts import ModelFacts, facts_of, kind_words, mlx_facts, read_mlx
 from engine.models.local import LocalModel, local_models
 from engine.models.mlx_folders import MlxFolder
 from engine.models.rules import fits
+from engine.models.vocabulary import Vocabulary, folder_vocabulary, vocabulary_rules
 
 PLACES = "LM Studio, Ollama, the Hugging Face cache, llama.cpp's cache"
 
 
-def fit(target: ModelFacts, drafter: ModelFacts, folders: dict[str, MlxFolder]) -> bool:
+def fit(target: ModelFacts, drafter: ModelFacts, vocabulary: Callable[[ModelFacts], Vocabulary]) -> bool:
     """Whether a drafter can draft for the target: the same runtime, what its kind needs, and the
-    vocabularies (two MLX folders' tokenizers compared; else the sizes, within llama.cpp's tolerance)."""
+    vocabulary rules (engine.models.vocabulary) over what each states."""
     if drafter.runtime is not target.runtime or fits(target, drafter)[1]:
         return False
-    a, b = folders.get(str(target.path)), folders.get(str(drafter.path))
-    if a is not None and b is not None:
-        return all(r.holds for r in mlx_compat.vocabulary_rules(a, b))
-    if target.vocab_size is None or drafter.vocab_size is None:
-        return True
-    return abs(target.vocab_size - drafter.vocab_size) <= VOCAB_SIZE_TOLERANCE
+    return all(r.holds for r in vocabulary_rules(vocabulary(target), vocabulary(drafter)))
+
+
+def vocabularies(folders: dict[str, MlxFolder]) -> Callable[[ModelFacts], Vocabulary]:
+    """Each model's vocabulary, read once when first asked: an MLX folder's from its files, a GGUF file's
+    size from its header."""
+    read: dict[str, Vocabulary] = {}
+
+    def vocabulary(facts: ModelFacts) -> Vocabulary:
+        key = str(facts.path)
+        if key not in read:
+            folder = folders.get(key)
+            read[key] = folder_vocabulary(folder) if folder is not None else Vocabulary(size=facts.vocab_size)
+        return read[key]
+
+    return vocabulary
 
 
 def _facts(model: LocalModel, folders: dict[str, MlxFolder]) -> ModelFacts | None:
@@ -61,13 +71,14 @@ def print_local_models(say: Callable[[str], None] = print, models: list[LocalMod
         else f"\nNo models on this machine: none in {PLACES}."
     )
     placed: set[int] = set()
+    vocabulary = vocabularies(folders)
     for m, target in targets:
         say(f"  {m.label()}: {m.path}")
         if refused[m.path]:
             say(f"    It will not load: {refused[m.path]}")
             continue
         for i, (d, drafter) in enumerate(drafters):
-            if not refused[d.path] and fit(target, drafter, folders):
+            if not refused[d.path] and fit(target, drafter, vocabulary):
                 placed.add(i)
                 say(f"    {kind_words(drafter)}, drafts for it: {d.label()}: {d.path}")
     left = [(d, f) for i, (d, f) in enumerate(drafters) if i not in placed]

@@ -1,33 +1,25 @@
 """MLX pairs from their folders' headers alone: can this folder draft for that target, and `--drafter auto`.
 
-The rules are llama.cpp's in spirit, read from files rather than a loaded vocabulary: the two
-tokenizer.json vocabularies spell every token alike (or, where a drafter carries none, the
-vocabulary sizes agree within llama.cpp's tolerance), the special tokens agree, and a drafter that
+The vocabulary rules are llama.cpp's, the one set both runtimes share (engine.models.vocabulary), over
+each folder's vocabulary read from its config.json, tokenizer_config.json and tokenizer.json; a drafter that
 reads the target's insides (DFlash, DSpark, EAGLE-3, a Gemma 4 assistant, an MTP head) passes the one
-rule of what it needs of its target (engine.models.rules, over engine.models.facts). A GGUF drafter for an MLX target, or an MLX one for a GGUF target, is refused: the runtimes
-differ. Nothing here imports mlx.
+rule of what it needs of its target (engine.models.rules, over engine.models.facts). A GGUF drafter for an
+MLX target, or an MLX one for a GGUF target, is refused: the runtimes differ. Nothing here imports mlx.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import ModelFileError
-from engine.models.compat import VOCAB_SIZE_TOLERANCE, Rule, Verdict, verdict_of
-from engine.models.facts import mlx_facts, own_root, read_mlx
-from engine.models.mlx_folders import MAX_TOKENIZER_BYTES, MlxFolder, inside, read_json
+from engine.models.compat import Verdict, verdict_of
+from engine.models.facts import mlx_facts, read_mlx
+from engine.models.mlx_folders import MlxFolder
 from engine.models.rules import made_for_rule
+from engine.models.vocabulary import folder_vocabulary, vocabulary_rules
 from engine.runtime.mlx_check import check_folder
 from engine.runtime.runtimes import Runtime
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    tokens: dict[str, int] | None  # tokenizer.json's model.vocab; None where the folder has none readable
-    special: dict[int, str]  # its added tokens marked special
-    eos: frozenset[int]
 
 
 def refusal(path: str | Path) -> str:
@@ -38,73 +30,6 @@ def refusal(path: str | Path) -> str:
     except ModelFileError as e:
         return str(e)
     return ""
-
-
-def vocabulary(folder: MlxFolder) -> Vocabulary:
-    eos_value = folder.config.get("eos_token_id")
-    eos_ids = eos_value if isinstance(eos_value, list) else [eos_value]
-    eos = frozenset(i for i in eos_ids if isinstance(i, int) and not isinstance(i, bool) and i >= 0)
-    path = inside(folder.path / "tokenizer.json", own_root(folder.path).resolve())
-    data = read_json(path, MAX_TOKENIZER_BYTES) if path is not None else None
-    model = data.get("model") if data is not None else None
-    vocab = model.get("vocab") if isinstance(model, dict) else None
-    tokens = (
-        {t: i for t, i in vocab.items() if isinstance(i, int) and not isinstance(i, bool)}
-        if isinstance(vocab, dict)
-        else None
-    )
-    added = data.get("added_tokens") if data is not None else None
-    special = {
-        a["id"]: a["content"]
-        for a in (added if isinstance(added, list) else ())
-        if isinstance(a, dict) and a.get("special") is True and isinstance(a.get("id"), int)
-        if isinstance(a.get("content"), str)
-    }
-    return Vocabulary(tokens or None, special, eos)
-
-
-def _rule(name: str, holds: bool, sentence: str) -> Rule:
-    return Rule(name, holds, sentence[0].upper() + sentence[1:] + ".", () if holds else (sentence,))
-
-
-def vocabulary_rules(target: MlxFolder, drafter: MlxFolder) -> tuple[Rule, ...]:
-    """The tokens spelled alike, the sizes, the special tokens."""
-    a, b = vocabulary(target), vocabulary(drafter)
-    found: list[Rule] = []
-    if a.tokens is not None and b.tokens is not None:
-        if a.tokens == b.tokens:
-            found.append(_rule("token texts", True, f"both tokenizers spell their {len(a.tokens):,} tokens alike"))
-        else:
-            ids_a, ids_b = ({i: t for t, i in v.items()} for v in (a.tokens, b.tokens))
-            first = min(i for i in set(ids_a) | set(ids_b) if ids_a.get(i) != ids_b.get(i))
-            found.append(
-                _rule(
-                    "token texts",
-                    False,
-                    f"token {first:,} is {ids_a.get(first)!r} in the target and {ids_b.get(first)!r} in the drafter",
-                )
-            )
-    else:
-        which = "the target carries" if a.tokens is None else "the drafter carries"
-        found.append(Rule("token texts", True, f"{which.capitalize()} no tokenizer.json: only sizes are compared."))
-    if target.vocab_size is not None and drafter.vocab_size is not None:
-        diff = abs(target.vocab_size - drafter.vocab_size)
-        sizes = f"the target has {target.vocab_size:,} tokens and the drafter {drafter.vocab_size:,}"
-        found.append(
-            _rule("vocabulary size", diff <= VOCAB_SIZE_TOLERANCE, f"{sizes} (at most {VOCAB_SIZE_TOLERANCE} apart)")
-        )
-    shared = set(a.special) & set(b.special)
-    differ = sorted(i for i in shared if a.special[i] != b.special[i])
-    if differ:
-        i = differ[0]
-        found.append(_rule("special tokens", False, f"special token {i:,} is {a.special[i]!r} in the target and "
-                           f"{b.special[i]!r} in the drafter"))  # fmt: skip
-    elif a.eos and b.eos and not a.eos & b.eos:
-        found.append(_rule("special tokens", False, f"the target ends text with token {min(a.eos):,} and the "
-                           f"drafter with {min(b.eos):,}"))  # fmt: skip
-    else:
-        found.append(Rule("special tokens", True, "The special tokens agree."))
-    return tuple(found)
 
 
 def runtimes_differ(target: str | Path, drafter: str | Path, target_runtime: Runtime, drafter_runtime: Runtime) -> str:
@@ -127,7 +52,8 @@ def check_folders(target_path: str | Path, drafter_path: str | Path) -> Verdict:
             return Verdict(False, (refused.rstrip("."),))
     assert target is not None and drafter is not None  # the loop returned for either that is None
     made_for = made_for_rule(mlx_facts(target), mlx_facts(drafter))
-    return verdict_of((*vocabulary_rules(target, drafter), *((made_for,) if made_for else ())))
+    vocabulary = vocabulary_rules(folder_vocabulary(target), folder_vocabulary(drafter))
+    return verdict_of((*vocabulary, *((made_for,) if made_for else ())))
 
 
 def candidates(

@@ -299,3 +299,33 @@ def eagle3(
         w.add_tensor("output.weight", _choose(known))
     _finish(w)
     return path
+
+
+def vocabulary_gguf(
+    path: Path, tokens: list[str], eos: int = 2, bos: int = 1, add_bos: bool = False, add_eos: bool = True
+) -> Path:
+    """A SentencePiece vocabulary and no weights, for llama.cpp's vocabulary-only load: `tokens` in id order
+    (`<unk>` unknown, every other `<...>` a control token), its special ids and whether they are added."""
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(path.stem)
+    for key, value in (
+        ("context_length", 256),
+        ("embedding_length", 64),
+        ("block_count", 1),
+        ("feed_forward_length", 64),
+    ):
+        w.add_uint32(f"llama.{key}", value)
+    w.add_uint32("llama.attention.head_count", 1)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_array("tokenizer.ggml.token_type", [2 if t == "<unk>" else 3 if t.startswith("<") else 1 for t in tokens])
+    w.add_array("tokenizer.ggml.scores", [0.0] * len(tokens))
+    w.add_uint32("tokenizer.ggml.bos_token_id", bos)
+    w.add_uint32("tokenizer.ggml.eos_token_id", eos)
+    w.add_bool("tokenizer.ggml.add_bos_token", add_bos)
+    w.add_bool("tokenizer.ggml.add_eos_token", add_eos)
+    _finish(w)
+    return path

@@ -29,10 +29,15 @@ def test_an_mlx_pair_is_checked_from_its_folders(tmp_path, monkeypatch, folders)
     monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path))
     report = pair_report(folders["target"], folders["drafter"], probe_seconds=0)
     assert report.runtime == "mlx" and report.compatible and report.drafter_kind == "model"
-    assert [(r.name, r.holds) for r in report.rules] == [
-        ("token texts", True),
-        ("vocabulary size", True),
-        ("special tokens", True),
+    assert [(r.name, r.holds, r.sentence) for r in report.rules] == [
+        ("vocabulary type", True, "Both vocabularies are byte-level BPE."),
+        (
+            "special tokens",
+            True,
+            "The special tokens agree: neither names a start-of-text token, neither names an end-of-text token.",
+        ),
+        ("vocabulary size", True, "The sizes match: 300 tokens each (at most 128 apart allowed)."),
+        ("token texts", True, "Every token from id 5 to 299 is spelled the same in both."),
     ]
     lines = report.lines()
     assert lines[:2] == ["Pairing: target + drafter on MLX", "The drafter can draft for this target."]
@@ -46,7 +51,7 @@ def test_an_mlx_drafter_with_another_tokenizer_is_refused(tmp_path, monkeypatch,
     report = pair_report(folders["target"], folders["stranger"], probe_seconds=0)
     assert not report.compatible
     (failed,) = [r for r in report.rules if not r.holds]
-    assert failed.name == "token texts" and "in the target and" in failed.sentence
+    assert (failed.name, failed.sentence) == ("token texts", "Token 259 is 'Ġf' in the target and 'er' in the drafter.")
 
 
 @pytest.mark.slow

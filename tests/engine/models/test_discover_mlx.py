@@ -76,7 +76,7 @@ def test_a_smaller_model_of_the_family_on_this_machine_drafts_when_its_vocabular
     found = discover(target, home=home, env={})
     assert found.spec is None
     assert found.said.endswith(
-        "Passed over: Qwen3-Mangled-4bit: Token 1 is 'hello' in the target and 'z' in the drafter."
+        "Passed over: Qwen3-Mangled-4bit: Token 7 is 'z' in the target and 'hello' in the drafter."
     )
 
 
@@ -99,8 +99,8 @@ def test_the_verdict_names_what_differs(tmp_path):
     assert check_folders(target, mlx_folder(tmp_path / "same", vocab=151_936 + 128)) == Verdict(True)
     assert check_folders(target, mlx_folder(tmp_path / "far", vocab=152_064 + 1, extra={"eos_token_id": [5, 6]})) == Verdict(
         False,
-        ("the target has 151,936 tokens and the drafter 152,065 (at most 128 apart)",
-         "the target ends text with token 0 and the drafter with 5"),
+        ("the end-of-text token is 0 in the target and 5 or 6 in the drafter",
+         "the target has 151,936 tokens and the drafter 152,065 (129 apart; at most 128 allowed)"),
     )  # fmt: skip
     assert check_folders(target, tmp_path / "nothing").reasons == ("nothing is not an MLX model folder this can read",)
 
