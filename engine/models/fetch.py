@@ -1,4 +1,5 @@
-"""How a GGUF catalog model's file is fetched and proved whole: checksums, stamps, chunk packages, the hub.
+"""A GGUF catalog model (`CatalogModel`: its file and where it comes from), and how that file is fetched
+and proved whole: checksums, stamps, chunk packages, the hub.
 
 `engine.models.catalog.resolve` tries the sources in order; here is each source and the check.
 Whatever is found is checked against its sha256 once and remembered with a stamp next to it (or in the
@@ -13,18 +14,34 @@ import importlib.util
 import io
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from engine.errors import ModelFileError
 from engine.models.housekeeping import remove_stale_partials
 from engine.runtime.gguf import TruncatedModelFile, read_gguf
 from engine.runtime.llama.probe import trust
 
-if TYPE_CHECKING:
-    from engine.models.catalog import CatalogModel, Progress
-
+Progress = Callable[[int, int, str], None]  # (bytes done, bytes total, what)
 BLOCK = 4 << 20
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    """A GGUF catalog model: its one file, that file's size and checksum, and the sources that hold it."""
+
+    key: str
+    title: str
+    filename: str
+    size: int
+    sha256: str  # "" where none is published: the size and a readable header are checked instead
+    hf_repo: str | None = None
+    # Import names of packages whose files, concatenated in order, make the model.
+    chunk_packages: tuple[str, ...] = ()
+    chunk_member: str = "data/part01.bin"  # else the one file in the package's data/
+    pip_names: tuple[str, ...] = field(default=(), repr=False)
+    format: str = "gguf"
 
 
 # ---- verification -------------------------------------------------------------------
@@ -81,11 +98,8 @@ def verify(model: CatalogModel, path: Path, progress: Progress | None = None, st
     return True
 
 
-def cache_state(model: CatalogModel) -> str:
-    """What `models --list` says of the model's file in the cache, from its size and header alone."""
-    from engine.models.catalog import models_dir  # catalog imports this module for `resolve`
-
-    path = models_dir() / model.filename
+def file_state(model: CatalogModel, path: Path) -> str:
+    """What `models --list` says of the model's file at `path`, from its size and header alone."""
     if not path.is_file():
         return "not fetched"
     size = path.stat().st_size
