@@ -69,7 +69,7 @@ from engine.drafting.ngram import NgramDrafter, NgramMatch
 from engine.drafting.ngram import match as ngram_match
 from engine.measure.thermal import ThermalReading, ThermalSampler, ThermalState
 from engine.models import catalog
-from engine.models.catalog import CatalogModel, Progress
+from engine.models.fetch import CatalogModel, Progress
 from engine.replay import Replay, mentioned_tokens
 from engine.replay import from_json as replay_from_json
 from engine.replay import load as load_replay

@@ -91,3 +91,39 @@ def utf8_or_refuse(text: str | None, what: str) -> None:
         raise DraftlightError(
             f"The {what} is not valid UTF-8 text ({byte} at character {exc.start + 1:,}): pass it as UTF-8."
         ) from None
+
+
+def runtime_options(args: argparse.Namespace):
+    """The runtime options `add_runtime_args` read."""
+    from engine.runtime import RuntimeOptions
+
+    return RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=not args.fast)
+
+
+def _ctx_or_auto(value: str) -> int:
+    return 0 if value.strip().lower() == "auto" else ctx_arg(value)
+
+
+def add_runtime_args(p: argparse.ArgumentParser, ctx_default: int = 4096) -> None:
+    """The runtime's options; `ctx_default` 0 sizes the context as the app does (engine/runtime/contextsize.py)."""
+    default = "auto: the model's trained length, at most 32,768, as far as a quarter of the free memory holds"
+    p.add_argument(
+        "--ctx",
+        type=_ctx_or_auto,
+        default=ctx_default,
+        help=f"context window in tokens, or auto (default {default if ctx_default == 0 else ctx_default})",
+    )
+    p.add_argument("--threads", type=threads_arg, default=0, help="CPU threads (default: all cores, up to 8)")
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="allow CPU weight repacking: faster on some CPUs, but speculation may change greedy text",
+    )
+    p.add_argument(
+        "--runtime",
+        choices=("auto", "llama", "mlx"),
+        default="auto",
+        help="llama (llama.cpp, GGUF files) or mlx (MLX folders; a GGUF file is converted once); "
+        "auto (default): the target's format decides",
+    )
+    p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")

@@ -1,4 +1,4 @@
-"""`draftlight`'s sub-commands: chat, models, doctor, pair, tune, bench. No Qt here.
+"""`draftlight`'s sub-commands: chat, models, serve; doctor, tune and pair (engine.checkup); bench. No Qt here.
 
 `draftlight` with no sub-command opens the window: the console script is app.__main__,
 which hands every sub-command to `main` below.
@@ -10,9 +10,18 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
-from engine.arguments import MAX_CTX, Parser, ctx_arg, float_in, int_in, terminal_safe, threads_arg, utf8_or_refuse
+from engine.arguments import (
+    MAX_CTX,
+    Parser,
+    add_runtime_args,
+    float_in,
+    int_in,
+    runtime_options,
+    terminal_safe,
+    utf8_or_refuse,
+)
+from engine.checkup import add_cli as add_checkup
 from engine.depth import AUTO, MAX_DEPTH, describe_depth, parse_depth
 from engine.drafting import kinds
 from engine.errors import DraftlightError
@@ -27,41 +36,6 @@ ANSI = {
     TokenKind.PLAIN: "",
 }
 RESET = "\x1b[0m"
-
-
-def _runtime_options(args: argparse.Namespace):
-    from engine.runtime import RuntimeOptions
-
-    return RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=not args.fast)
-
-
-def _ctx_or_auto(value: str) -> int:
-    return 0 if value.strip().lower() == "auto" else ctx_arg(value)
-
-
-def _add_runtime_args(p: argparse.ArgumentParser, ctx_default: int = 4096) -> None:
-    """The runtime's options; `ctx_default` 0 sizes the context as the app does (engine/runtime/contextsize.py)."""
-    default = "auto: the model's trained length, at most 32,768, as far as a quarter of the free memory holds"
-    p.add_argument(
-        "--ctx",
-        type=_ctx_or_auto,
-        default=ctx_default,
-        help=f"context window in tokens, or auto (default {default if ctx_default == 0 else ctx_default})",
-    )
-    p.add_argument("--threads", type=threads_arg, default=0, help="CPU threads (default: all cores, up to 8)")
-    p.add_argument(
-        "--fast",
-        action="store_true",
-        help="allow CPU weight repacking: faster on some CPUs, but speculation may change greedy text",
-    )
-    p.add_argument(
-        "--runtime",
-        choices=("auto", "llama", "mlx"),
-        default="auto",
-        help="llama (llama.cpp, GGUF files) or mlx (MLX folders; a GGUF file is converted once); "
-        "auto (default): the target's format decides",
-    )
-    p.add_argument("--verbose", action="store_true", help="show llama.cpp's own log")
 
 
 def _depth(value: str):
@@ -89,7 +63,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     # At Auto depth, a pair that cannot beat plain decoding on this box loads (or, once its
     # first reply has measured the box, reloads) as a plain target on the fastest settings.
     engine = Engine.load(
-        args.target, args.drafter, _runtime_options(args), progress, go_plain=args.depth == AUTO, runtime=args.runtime
+        args.target, args.drafter, runtime_options(args), progress, go_plain=args.depth == AUTO, runtime=args.runtime
     )
     engine.ledger_source = "chat"
     if args.drafter == "auto" and engine.verdict is not None and not args.json:
@@ -238,115 +212,10 @@ def _list_catalog() -> None:
     print_local_models()
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from engine.chat import Message, template_for, tokenize_prompt
-    from engine.measure.probe import batch_invariance
-    from engine.pairloading import converter
-    from engine.runtime import Context, Model, RuntimeOptions, runtime_version, set_verbose, system_info
-    from engine.runtime.loading import chosen_runtime, load_model
-
-    set_verbose(args.verbose)
-    print(f"runtime: {runtime_version()}")
-    print(f"llama.cpp: {system_info()}")
-    print(f"cache: {catalog.cache_dir()}")
-    path = catalog.resolve(catalog.DEFAULT_TARGET if args.target == "default" else args.target, terminal_progress())
-    from engine.ruler.prompts import ARTICLE
-
-    # Past 512 cached positions llama.cpp's CPU attention changes path for a single row,
-    # so the probe looks at a short context and at a long one.
-    contexts = {"short context": args.prompt, "long context": f"Summarize these articles.\n\n{ARTICLE}\n{ARTICLE}"}
-    runtime = chosen_runtime(path, args.runtime)
-    if not runtime.has_modes:  # one way to run a batch (MLX): probe it as it is
-        model = load_model(path, runtime, RuntimeOptions(n_ctx=args.ctx), converter(terminal_progress()))
-        print(f"mlx: {model.options.runtime_version()}")
-        ctx = model.new_context(max_rows=args.rows)
-        for name, text in contexts.items():
-            prompt = tokenize_prompt(model, template_for(model).render([Message("user", text)]))
-            result = batch_invariance(ctx, prompt, rows=args.rows)
-            print(f"{model.options.mode} ({model.describe()}), {name} ({len(prompt)} tokens): {result.describe()}")
-        ctx.close()
-        return 0
-    for exact in (True, False):
-        options = RuntimeOptions(n_ctx=args.ctx, n_threads=args.threads, exact=exact)
-        model = Model(path, options)
-        ctx = Context(model, options, max_rows=args.rows)
-        layout = "weights as stored, Q8_0 KV cache" if exact else "weight repacking, f16 KV cache"
-        for name, text in contexts.items():
-            prompt = tokenize_prompt(model, template_for(model).render([Message("user", text)]))
-            result = batch_invariance(ctx, prompt, rows=args.rows)
-            print(f"{options.mode:5} mode ({layout}), {name} ({len(prompt)} tokens): {result.describe()}")
-        ctx.close()
-        model.close()
-    return 0
-
-
-def cmd_tune(args: argparse.Namespace) -> int:
-    from engine.tuning import cmd_tune as tune
-
-    return tune(args)
-
-
-def cmd_pair(args: argparse.Namespace) -> int:
-    """The pairing doctor's report; exit 1 where the drafter cannot draft for the target."""
-    from engine.ledger.report import for_pair
-    from engine.pairdoctor import pair_report
-    from engine.pairprobe import LOAD_FAILED
-    from engine.ruler.prompts import load_file
-    from engine.runtime import set_verbose
-
-    set_verbose(args.verbose)
-    prompts = [(p.name, p.text) for p in load_file(args.prompts)] if args.prompts else None
-    say = None if args.json else lambda done, total, what: print(f"probe: {what} ({done} of {total})", file=sys.stderr)
-    report = pair_report(
-        args.target,
-        args.drafter,
-        _runtime_options(args),
-        prompts,
-        0 if args.no_probe else args.probe_seconds,
-        args.max_tokens,
-        args.max_prompts,
-        say,
-        runtime=args.runtime,
-    )
-    drafter_path = Path(report.drafter.path) if report.drafter is not None else None
-    ledger = for_pair(Path(report.target.path), drafter_path, report.drafter_kind)
-    if args.json:
-        print(json.dumps(dict(report.to_json(), ledger=ledger and ledger.to_json()), ensure_ascii=False, indent=1))
-    else:
-        encoding = sys.stdout.encoding or "ascii"
-        marks = ("✓", "✗") if "✓✗".encode(encoding, errors="ignore") else ("+", "x")
-        lines = report.lines(marks) + (ledger.lines(with_history=args.history) if ledger else [])
-        text = "\n".join(lines) + "\n"
-        sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))  # a token's text may not encode
-    if report.probe is not None and report.probe.note.startswith(LOAD_FAILED):
-        print(f"draftlight: {report.probe.note}", file=sys.stderr)  # the pair passed its headers and cannot load
-        return 2
-    if report.compatible or report.drafter_kind == kinds.NONE.name:
-        return 0
-    # The status says it to a script; this, to a person: the sentence chat and the app refuse the pair with.
-    print(f"draftlight: {report.refusal}", file=sys.stderr)
-    return 1
-
-
-def _within(convert, high: float):
-    """An argparse type: a number above 0 and at most `high`."""
-
-    def parse(value: str):
-        try:
-            number = convert(value)
-        except ValueError:
-            number = 0
-        if not 0 < number <= high:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a number above 0 and at most {high:g}")
-        return number
-
-    return parse
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     from engine.serve.server import serve_from_args
 
-    return serve_from_args(args, _runtime_options(args), terminal_progress())
+    return serve_from_args(args, runtime_options(args), terminal_progress())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -388,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--thinking", choices=("on", "off"), default="off")
     chat.add_argument("--json", action="store_true", help="one JSON object per line: tokens, then stats")
     chat.add_argument("--rounds", action="store_true", help="with --json: also a line per round")
-    _add_runtime_args(chat, ctx_default=0)  # sized like the app's context
+    add_runtime_args(chat, ctx_default=0)  # sized like the app's context
     chat.set_defaults(func=cmd_chat)
 
     models = sub.add_parser("models", help="fetch or list catalog models")
@@ -397,69 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--offline", action="store_true", help="never try the Hugging Face hub")
     models.set_defaults(func=cmd_models)
 
-    doctor = sub.add_parser("doctor", help="this machine: runtime, and whether its kernels are batch-invariant")
-    doctor.add_argument("--target", default="default")
-    doctor.add_argument("--prompt", default="Write a bubble sort in C++.")
-    doctor.add_argument(
-        "--rows",
-        type=int_in(1, MAX_DEPTH + 1),
-        default=MAX_DEPTH + 1,
-        help=f"largest verify batch to check (default {MAX_DEPTH + 1})",
-    )
-    _add_runtime_args(doctor)
-    doctor.set_defaults(func=cmd_doctor)
-
-    tune = sub.add_parser("tune", help="measure this box's cost of rows and draft steps for a model pair")
-    tune.add_argument(
-        "--target",
-        default="default",
-        help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows",
-    )
-    tune.add_argument("--drafter", default="default")
-    tune.add_argument("--ctx", type=ctx_arg, default=4096)
-    tune.add_argument("--threads", type=threads_arg, default=0)
-    tune.add_argument("--fast", action="store_true", help="profile the fast (weight repacking) mode")
-    tune.add_argument("--force", action="store_true", help="measure again even if a profile is saved")
-    tune.add_argument("--show", action="store_true", help="show the saved profile and its basis; measure nothing")
-    tune.add_argument("--check", action="store_true", help="measure again and compare with the saved profile")
-    tune.add_argument(
-        "--runtime",
-        choices=("auto", "llama", "mlx"),
-        default="auto",
-        help="the runtime to profile the pair on (a profile is kept per runtime); auto: the target's format decides",
-    )
-    tune.set_defaults(func=cmd_tune)
-
-    pair = sub.add_parser(
-        "pair",
-        help="the pairing doctor: can this drafter draft for this target, and would it pay here (exit 1: it cannot)",
-    )
-    pair.add_argument(
-        "target", help="default, a catalog name, a .gguf path, an MLX model folder or a name `models --list` shows"
-    )
-    pair.add_argument(
-        "drafter",
-        nargs="?",
-        default="default",
-        help="default, mtp, ngram, auto, none, a catalog name, a .gguf path or an MLX folder",
-    )
-    pair.add_argument(
-        "--probe-seconds", type=_within(float, 3600), default=20.0, help="time for the acceptance probe (default 20)"
-    )
-    pair.add_argument("--no-probe", action="store_true", help="check the headers only: load nothing to run")
-    pair.add_argument(
-        "--prompts", help='the probe\'s prompts: a JSONL file of {"category", "prompt"} (default: built in)'
-    )
-    pair.add_argument(
-        "--max-prompts", type=_within(int, 1000), default=6, help="prompts the probe runs at most (default 6)"
-    )
-    pair.add_argument("--max-tokens", type=_within(int, 1000), default=64, help="tokens per probe reply (default 64)")
-    pair.add_argument("--json", action="store_true", help="the report as one JSON object")
-    pair.add_argument(
-        "--history", action="store_true", help="the pair's acceptance by content kind over time, from the ledger"
-    )
-    _add_runtime_args(pair)
-    pair.set_defaults(func=cmd_pair)
+    add_checkup(sub)
 
     serve = sub.add_parser("serve", help="the engine as an HTTP server (OpenAI-compatible, with provenance)")
     serve.add_argument(
@@ -483,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--queue", type=int, default=4, help="requests that may wait behind the running one")
     serve.add_argument("--max-request-bytes", type=int, default=1 << 20, help="the largest request body taken")
     serve.add_argument("--depth", type=_depth, default=AUTO, help="a request's depth unless it asks for one")
-    _add_runtime_args(serve)
+    add_runtime_args(serve)
     serve.set_defaults(func=cmd_serve)
 
     from engine.ledger.cli import add_cli as add_ledger

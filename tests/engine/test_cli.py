@@ -180,9 +180,10 @@ def test_chat_sizes_its_context_like_the_app_unless_told():
 
 def test_chat_default_context_is_the_trained_length_where_memory_allows(smollm_path):
     from engine import Engine
-    from engine.cli import _runtime_options, build_parser
+    from engine.arguments import runtime_options
+    from engine.cli import build_parser
 
-    options = _runtime_options(build_parser().parse_args(["chat", "hi", "--target", str(smollm_path)]))
+    options = runtime_options(build_parser().parse_args(["chat", "hi", "--target", str(smollm_path)]))
     engine = Engine.load(smollm_path, "none", options)
     try:  # a 135M model's KV cache: far below a quarter of this machine's free memory
         assert engine.ctx.n_ctx == min(engine.target.n_ctx_train, 32_768) == 8192

