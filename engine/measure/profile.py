@@ -19,7 +19,15 @@ from engine.drafting import Drafter, ModelDrafter
 from engine.errors import DraftlightError
 from engine.measure.costmodel import PROFILE_VERSION, BoxProfile
 from engine.measure.keys import machine_id, model_file, profile_key, profile_path
-from engine.measure.soundness import ProfileRefused, impossible, note_refusal, problem_of, recent_refusal, refusal
+from engine.measure.soundness import (
+    ATTEMPTS,
+    ProfileRefused,
+    impossible,
+    note_refusal,
+    problem_of,
+    recent_refusal,
+    refusal,
+)
 from engine.measure.timing import Steps, measure, measuring_rows, run_steps
 from engine.models.catalog import cache_dir
 from engine.runtime.protocol import RunOptions, TextModel
@@ -75,7 +83,7 @@ def profile_for(target: TextModel, drafter: TextModel, options: RunOptions, prog
 
 def measured_soundly(measure_once, progress=None, key: str = "") -> BoxProfile:
     """A profile measured and saved if its figures pass their checks (engine.measure.soundness);
-    measured once more if not; not saved, and a sentence raised, if the second fails too. A refusal
+    measured again if not, up to ATTEMPTS in all; not saved, and a sentence raised, if the last fails too. A refusal
     is remembered: until it is RETRY_AFTER_S old, the profile at `key` is refused unmeasured."""
     return run_steps(measuring_soundly(lambda: _at_once(measure_once), progress, key))
 
@@ -91,15 +99,15 @@ def measuring_soundly(steps_once: Callable[[], Steps], progress=None, key: str =
     if refused:
         raise ProfileRefused(refused)
     problem = ""
-    for attempt in range(2):
-        again = f"measuring again ({problem}): " if attempt else ""
+    for attempt in range(1, ATTEMPTS + 1):
+        again = f"measuring again (attempt {attempt} of {ATTEMPTS}; {problem}): " if attempt > 1 else ""
         profile = yield from _said_as(steps_once(), again)
         problem = problem_of(profile)
         if not problem:
             save_profile(profile)
             return profile
-        if attempt == 0 and progress is not None:
-            progress(f"measuring again: {problem}")
+        if attempt < ATTEMPTS and progress is not None:
+            progress(f"measuring again (attempt {attempt + 1} of {ATTEMPTS}): {problem}")
     sentence = refusal(problem)
     note_refusal(profile_path(profile.key), sentence)
     raise ProfileRefused(sentence)

@@ -104,8 +104,13 @@ def timing_rows(
             one_pass(rows)
         rollbacks.clear()
         yield MeasureStep(1, total or repeats + 1, label)
+        sizes = list(range(1, max_depth + 2))
         for done in range(2, repeats + 2):  # interleaved, so a slow moment falls on every size alike
-            for rows in range(1, max_depth + 2):
+            # Each repeat starts at the next size: the first pass after a step (the thread back from the
+            # caller's event loop, the other cores taken meanwhile) ran slow more often than not on a busy
+            # box, and always landing on 1 row it priced that pass above the 2-row one.
+            turn = (done - 2) % len(sizes)
+            for rows in sizes[turn:] + sizes[:turn]:
                 for _ in range(GRAPH_WARM_PASSES if ctx.acceleration.steady_draft_shape else 0):
                     one_pass(rows)
                 samples[rows - 1].append(one_pass(rows))

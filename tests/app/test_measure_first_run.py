@@ -4,11 +4,13 @@ measurement waits while one runs, and Auto takes over once the profile is saved.
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 from PySide6.QtCore import Qt
 
 from engine import AUTO, MeasurePlan, TokenKind
 from engine.measure.costmodel import BoxProfile, speculation_pays
+from engine.measure.soundness import ATTEMPTS
 
 REPLY_TIMEOUT_MS = 300_000
 MEASURE_TIMEOUT_MS = 600_000
@@ -70,9 +72,12 @@ def test_first_run_streams_plain_while_measuring_then_auto_takes_over(
 
     qtbot.waitUntil(lambda: not window.measure_control.measuring, timeout=MEASURE_TIMEOUT_MS)
     steps = timeline.steps()
-    restart = next((i for i in range(1, len(steps)) if steps[i][1] < steps[i - 1][1]), len(steps))
-    attempts = [steps[:restart], steps[restart:]]  # a profile failing a physical check is measured once more
-    for attempt in filter(None, attempts):
+    # A profile failing a physical check is measured again, up to three attempts in all.
+    restarts = [i for i in range(1, len(steps)) if steps[i][1] < steps[i - 1][1]]
+    restart = restarts[0] if restarts else len(steps)
+    bounds = [0, *restarts, len(steps)]
+    assert len(bounds) - 1 <= ATTEMPTS
+    for attempt in (steps[a:b] for a, b in pairwise(bounds)):
         done = [d for _, d, _ in attempt]
         assert done == sorted(done) and done[-1] == attempt[-1][2]  # every step, in order, to the end
     assert all(label.startswith("measuring again (") for label in timeline.labels[restart:])

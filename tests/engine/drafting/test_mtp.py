@@ -156,8 +156,9 @@ def test_auto_with_the_head_measures_the_targets_rows_once_and_writes_the_plain_
     )
     assert auto[-1].depth == AUTO and auto[-1].token_ids == plain.token_ids
     timing = f"timing target passes of 1 to {MAX_DEPTH + 1} rows"
-    # Rows only, no drafter steps: once, or twice where a busy box spread the first timings too wide.
-    assert said in ([timing], [timing, *[s for s in said if s.startswith("measuring again: ")], timing])
+    # Rows only, no drafter steps: once, or again (up to three attempts) where a busy box spread the timings too wide.
+    again = [s for s in said if s.startswith("measuring again (attempt ")]
+    assert len(again) < 3 and said == [timing, *[x for why in again for x in (why, timing)]]
     profile = mtp_engine.auto.profile
     assert profile.drafter == "(none)" and len(profile.target_rows_s) == MAX_DEPTH + 1
     assert (
