@@ -400,8 +400,8 @@ class MlxContext:
         return [None if t in banned else t for t in self.argmax]
 
     def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
-        """The latest decode's `rows` (as read, before a ban is written in) as softmax_parts, `banned`
-        given no probability, from the device's argmax and normaliser (None where it took neither)."""
+        """The latest decode's `rows` (as read: the ban added on the device, or none) as softmax_parts,
+        `banned` given no probability, from the device's argmax and normaliser (None where it took neither)."""
         if self.argmax is None or self.normalisers is None:
             return None
         return [
