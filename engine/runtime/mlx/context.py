@@ -120,6 +120,7 @@ class MlxContext:
         The array is this decode's own (over the evaluated rows' memory). `side` work runs after the
         decode, before its rows are handed back, as on a CPU: MLX's lazy evaluation overlapping it is for later.
         """
+        ban, self._ban_next = self._ban_next, ()  # this decode's alone, whatever happens to it
         n = len(tokens)
         if n == 0:
             raise ValueError("nothing to decode")
@@ -136,7 +137,6 @@ class MlxContext:
         self.argmax = self.normalisers = None
         self._settle()
         launched, banned, self._greedy_next = ahead.take(self, tokens), self._greedy_next, None
-        ban, self._ban_next = self._ban_next, ()
         if side is not None:
             side.run_reading(self)
         if self.has_state and launched is None:  # a launched step's was kept before it ran (mlx.ahead)
@@ -192,11 +192,11 @@ class MlxContext:
         launched = draft.unread()
         if launched is None:
             return self.decode([last, *draft.tokens], all_logits=True)
+        ban, self._ban_next = self._ban_next, ()
         n = 1 + launched.n
         if n > self.max_rows:
             raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
         cache = self._open_cache(room=n)
-        ban, self._ban_next = self._ban_next, ()
         self._fed = self.argmax = self.normalisers = None
         self._settle()
         ahead.take(self, [])
