@@ -5,16 +5,17 @@ timed over its decode only, interleaved in a rotating order after a warm-up; the
 given as ratios to mlx-lm's generate_step:
 
 - engine: `Engine.stream` at depth 0 (the round, the events, detokenizing, the stats);
-- context: our MlxContext's pipelined decode (`pipeline_greedy` then `decode`) in a bare loop,
-  the ban written in and the argmax taken on the host as the round does;
-- bare: the same pipelined step in plain MLX (the row and the guess launched with the step, one
-  wait a token), none of our code; bare-late: the row sliced only at the wait, as our decode did
-  before (engine.runtime.mlx.ahead says why that queues it behind the next step);
+- context: our MlxContext's pipelined decode (`pipeline_greedy`, `ban_in_rows`, then `decode`) in a
+  bare loop, the argmax taken on the host as the round does;
+- bare: the same pipelined step in plain MLX (the row, the ban added on the device, and the guess
+  launched with the step, one wait a token), none of our code; bare-late: the row sliced only at the
+  wait and the ban written into it on the host, as our decode and round did before
+  (engine.runtime.mlx.ahead says why slicing late queues the row behind the next step);
 - mlx-lm: its `generate_step` (engine.ruler.mlx_reference).
 
 engine / context is what our loop above the decode costs; context / bare what our decode's own
 bookkeeping costs; bare / mlx-lm what is left to the step itself. It prints what writing the
-ban into a row MLX handed back costs the host, the first touch of that memory.
+ban into a row MLX handed back costs the host (bare-late), the first touch of that memory.
 
     PYTHONPATH=. python benchmarks/mlx_host_split.py [--kind hybrid|qwen2] [--tokens 64] [--repeats 9]
 """
@@ -60,7 +61,7 @@ def folder(kind: str, where: Path) -> Path:
     return write_target(where / "qwen35", 0, "noisy", 4, width=128, interval=4, tokenizer=corpus, vocab=1024)
 
 
-FIRST_TOUCH: list[float] = []  # seconds: the context arm's ban written into each row MLX handed back
+FIRST_TOUCH: list[float] = []  # seconds: bare-late's ban written into each row MLX handed back
 
 
 def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
@@ -88,10 +89,8 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
             for i in range(n - 1):
                 if i < n - 2:
                     ctx.pipeline_greedy(banned)
+                ctx.ban_in_rows(banned)
                 rows = ctx.decode([chosen[-1]], all_logits=True)
-                t1 = time.perf_counter()
-                rows[:, list(banned)] = -np.inf  # the first touch of the row's memory on the host
-                FIRST_TOUCH.append(time.perf_counter() - t1)
                 chosen.append(int(rows[0].argmax()))
             seconds = time.perf_counter() - t0
         engine.forget()
@@ -104,11 +103,11 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
         chosen = [int(first.argmax())]
         t0 = time.perf_counter()
         logits = module(mx.array([chosen]), cache=cache)
-        waited = logits[0, -1:]
+        waited = logits[0, -1:] + ban
         for _ in range(n - 1):
             guess = mx.argmax(logits[0, -1] + ban, axis=-1)
             step = module(guess.reshape(1, 1), cache=cache)
-            following = step[0, -1:]
+            following = step[0, -1:] + ban
             if late:  # the row sliced at the wait: queued behind the step launched before it
                 mx.async_eval(guess, step)
                 waited = logits[0, -1:]
@@ -116,7 +115,10 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
                 mx.async_eval(waited, guess, step, following)
             mx.eval(waited, guess)
             rows = np.asarray(waited)
-            rows[:, list(banned)] = -np.inf
+            if late:
+                t1 = time.perf_counter()
+                rows[:, list(banned)] = -np.inf  # the first touch of the row's memory on the host
+                FIRST_TOUCH.append(time.perf_counter() - t1)
             chosen.append(int(rows[0].argmax()))
             logits, waited = step, following
         return time.perf_counter() - t0, chosen

@@ -146,6 +146,7 @@ def _verify(
 ) -> tuple[np.ndarray, list[tuple[float, float] | None] | None]:
     """The target's rows for [last, *draft], banned tokens given no probability, with each row's
     softmax parts where the device took them; the side work queued for the verify's wait done."""
+    on_device = bool(banned) and prefill_row is None and target.ban_in_rows(banned)  # else written in below
     if prefill_row is None and draft.unread() is not None:  # ids still on the device: one wait for both
         rows = target.decode_unread(last, draft)
         parts = target.device_parts(rows, banned) if config.probabilities and sampler.greedy else None
@@ -155,7 +156,7 @@ def _verify(
         parts = target.device_parts(rows, banned) if asked else None  # read before the ban is written in
     else:
         rows, parts = prefill_row[None, :], None
-    if banned:
+    if banned and not on_device:
         rows[:, banned] = -np.inf
     if side is not None:
         side.run()  # the draft's last row and its probabilities: done in the verify's wait on a GPU

@@ -255,6 +255,11 @@ class RuntimeContext(Protocol):
         read (MLX, as mlx-lm's generate_step); one whose guess was wrong drops it."""
         ...
 
+    def ban_in_rows(self, banned: tuple[int, ...]) -> bool:
+        """Whether the next decode's rows come back with `banned` given -inf, the ban added on the
+        device before they are read (MLX); False where the caller writes it into the rows (llama.cpp)."""
+        ...
+
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode without waiting for the rows (an accelerator computes on); `collect` reads them."""
         ...

@@ -99,6 +99,10 @@ class FakeContext:
     def pipeline_greedy(self, banned: tuple[int, ...]) -> None:
         """Nothing launched ahead: every decode is done when it returns."""
 
+    def ban_in_rows(self, banned: tuple[int, ...]) -> bool:
+        """No: the round writes the ban into the rows."""
+        return False
+
     @property
     def can_rewind(self) -> bool:
         return True

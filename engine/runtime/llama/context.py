@@ -239,6 +239,10 @@ class Context:
     def pipeline_greedy(self, banned: tuple[int, ...]) -> None:
         """Nothing to launch: a llama.cpp decode returns once its batch is done."""
 
+    def ban_in_rows(self, banned: tuple[int, ...]) -> bool:
+        """No: the caller writes the ban into the rows llama.cpp hands back."""
+        return False
+
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; return the logits rows as a view.
 

@@ -32,21 +32,24 @@ MlxContext = Any  # engine.runtime.mlx.context.MlxContext, which imports this mo
 class Ahead:
     """A plain step launched on the device's greedy guess and not waited for: the guess (read with
     the row it was taken from), the step's logits and what its decode will wait for (`waited`,
-    Rows), launched with it. The cache holds the guess."""
+    Rows, with the ban `banned` added), launched with it. The cache holds the guess."""
 
-    def __init__(self, guess: mx.array, logits: mx.array, waited: Rows) -> None:
-        self.guess, self.logits, self.waited = guess, logits, waited
+    def __init__(self, guess: mx.array, logits: mx.array, waited: Rows, banned: tuple[int, ...]) -> None:
+        self.guess, self.logits, self.waited, self.banned = guess, logits, waited, banned
 
 
 class Rows:
-    """What a decode waits for: its rows as float32 ([n, vocab], or the last row's [1, vocab]) and,
-    where the device takes them (argmax_on_device), each row's argmax and its softmax's normaliser
-    there, sum(exp(row - row[argmax])): the host then reads a few logits of a row, never all of it
+    """What a decode waits for: its rows as float32 ([n, vocab], or the last row's [1, vocab]), the
+    ban added on the device (chain.ban_row: the host never writes into MLX's memory, whose first
+    touch costs it more than the step's own host work) and, where the device takes them
+    (argmax_on_device), each row's argmax and its softmax's normaliser there, sum(exp(row -
+    row[argmax])): the host then reads a few logits of a row, never all of it
     (engine.sampling.parts_from_top), which on a GPU is a row's copy and a pass over it saved."""
 
-    def __init__(self, logits: mx.array, all_logits: bool, argmax_on_device: bool) -> None:
+    def __init__(self, logits: mx.array, all_logits: bool, argmax_on_device: bool, ban: mx.array | None = None) -> None:
         out = logits[0] if all_logits else logits[0, -1:]
-        self.out = out if out.dtype == mx.float32 else out.astype(mx.float32)
+        out = out if out.dtype == mx.float32 else out.astype(mx.float32)
+        self.out = out if ban is None else out + ban
         self.top = self.normaliser = None
         if argmax_on_device:
             self.top = mx.argmax(self.out, axis=-1)
@@ -75,9 +78,10 @@ def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...], waited: R
     if ctx.has_state:  # the state before the guessed step: this decode's token is its position's
         ctx.snapshots.keep(cache, ctx.n_past + 1, 1)
     step = ctx.observers.forward(guess.astype(mx.uint32).reshape(1, 1), cache)
-    following = Rows(step, True, ctx.acceleration.argmax_on_device)  # a one-row decode's, either way
+    # A one-row decode's rows, either way, banned as this one's guess (a decode that asks otherwise makes its own).
+    following = Rows(step, True, ctx.acceleration.argmax_on_device, ban)
     mx.async_eval(*waited.arrays(), guess, step, *following.arrays())
-    ctx.ahead = Ahead(guess, step, following)
+    ctx.ahead = Ahead(guess, step, following, banned)
     return guess
 
 

@@ -23,6 +23,7 @@ from engine.errors import Cancelled, ContextFullError, DraftlightError, RuntimeF
 from engine.runtime.contexts import common_prefix
 from engine.runtime.contextsize import auto_context
 from engine.runtime.mlx import ahead, audit
+from engine.runtime.mlx.chain import ban_row
 from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
@@ -74,6 +75,7 @@ class MlxContext:
         self.launched: UnreadIds | None = None  # a draft chain launched on this context and not yet read
         self.ahead: Ahead | None = None  # a plain step launched on the device's greedy guess (mlx.ahead)
         self._greedy_next: tuple[int, ...] | None = None  # the next decode's ban, where a plain step follows it
+        self._ban_next: tuple[int, ...] = ()  # the ban the next decode adds to its rows on the device (ban_in_rows)
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
         # Drafters that read the target's hidden states (engine.runtime.mlx.hidden): every decoded batch.
@@ -118,6 +120,7 @@ class MlxContext:
         The array is this decode's own (over the evaluated rows' memory). `side` work runs after the
         decode, before its rows are handed back, as on a CPU: MLX's lazy evaluation overlapping it is for later.
         """
+        ban, self._ban_next = self._ban_next, ()  # this decode's alone, whatever happens to it
         n = len(tokens)
         if n == 0:
             raise ValueError("nothing to decode")
@@ -150,9 +153,11 @@ class MlxContext:
             with decode_errors(self.model.name):
                 if launched is None:
                     logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
-                    waited = ahead.Rows(logits, all_logits, self.acceleration.argmax_on_device) if last else None
+                    waited = self._rows(logits, all_logits, ban) if last else None
                 else:  # the step the last decode launched on the device's guess: this token
                     logits, waited = launched.logits, launched.waited
+                    if launched.banned != ban:  # its rows were banned otherwise: this decode's own, from its logits
+                        waited = self._rows(logits, True, ban)
                 if waited is not None:
                     also = self.observers.batch_arrays()
                     if banned is not None and n == 1 and ahead.can_pipeline(self):  # the next step, launched
@@ -167,6 +172,10 @@ class MlxContext:
             side.run()
         assert rows is not None
         return rows
+
+    def _rows(self, logits: mx.array, all_logits: bool, banned: tuple[int, ...]) -> ahead.Rows:
+        """What a decode of `logits` waits for, `banned` added to its rows on the device."""
+        return ahead.Rows(logits, all_logits, self.acceleration.argmax_on_device, ban_row(self.model.n_vocab, banned))
 
     def _wait_for_rows(self, waited: ahead.Rows, *also: mx.array) -> np.ndarray:
         """The one wait of a decode: its rows (float32), their argmax where the device takes it, and
@@ -183,6 +192,7 @@ class MlxContext:
         launched = draft.unread()
         if launched is None:
             return self.decode([last, *draft.tokens], all_logits=True)
+        ban, self._ban_next = self._ban_next, ()
         n = 1 + launched.n
         if n > self.max_rows:
             raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
@@ -195,7 +205,7 @@ class MlxContext:
         t0 = time.perf_counter()
         with decode_errors(self.model.name):  # the draft's chain is evaluated in this wait too
             batch = mx.concatenate([mx.array([last], dtype=mx.uint32), launched.ids.astype(mx.uint32)])[None]
-            waited = ahead.Rows(self.observers.forward(batch, cache), True, self.acceleration.argmax_on_device)
+            waited = self._rows(self.observers.forward(batch, cache), True, ban)
             rows = self._wait_for_rows(waited, *launched.arrays(), *self.observers.batch_arrays())
         draft.settle(waited=True)
         self.decode_s += time.perf_counter() - t0
@@ -226,6 +236,12 @@ class MlxContext:
         """The next decode is a plain step whose token is its row's argmax (`banned` aside), and a plain
         step follows it: it launches that step on the device's own guess before its wait (mlx.ahead)."""
         self._greedy_next = banned
+
+    def ban_in_rows(self, banned: tuple[int, ...]) -> bool:
+        """The next decode adds `banned`'s -inf to its rows on the device, before they are read: the host
+        never writes into the memory MLX hands back (its first touch cost 60 us a token on a CPU)."""
+        self._ban_next = banned
+        return True
 
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode at once and keep the row for `collect`: nothing on MLX computes on behind the host yet."""
@@ -384,8 +400,8 @@ class MlxContext:
         return [None if t in banned else t for t in self.argmax]
 
     def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
-        """The latest decode's `rows` (as read, before a ban is written in) as softmax_parts, `banned`
-        given no probability, from the device's argmax and normaliser (None where it took neither)."""
+        """The latest decode's `rows` (as read: the ban added on the device, or none) as softmax_parts,
+        `banned` given no probability, from the device's argmax and normaliser (None where it took neither)."""
         if self.argmax is None or self.normalisers is None:
             return None
         return [

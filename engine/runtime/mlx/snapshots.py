@@ -66,6 +66,16 @@ def _fresh(x: Any) -> Any:
     return copy.copy(x) if isinstance(x, mx.array) else x
 
 
+def _kept(layer: Any) -> Any:
+    """A layer's state as a snapshot keeps it: an ArraysCache's arrays one level deep (a list
+    comprehension: tree_map's walk cost a plain step 2-3% of its time on a hybrid at depth 0, where
+    every guessed step takes one), any other layer's through tree_map."""
+    if type(layer) is ArraysCache:
+        arrays, padding, lengths = layer.state
+        return [_fresh(a) for a in arrays], _fresh(padding), _fresh(lengths)
+    return tree_map(_fresh, layer.state)
+
+
 @dataclass
 class Snapshot:
     """The states of a cache's snapshot layers before a batch, at `position`."""
@@ -87,7 +97,7 @@ class StateSnapshots:
     def keep(self, cache: list[Any], position: int, rows: int) -> None:
         """Keep each recurrent layer's state as it is before a batch of `rows` decoded at
         `position`; and, where the layers allow, their states at each of its positions."""
-        states = [None if _trims(c) else tree_map(_fresh, c.state) for c in _layers(cache)]
+        states = [None if _trims(c) else _kept(c) for c in _layers(cache)]
         self.latest = Snapshot(position, states)
         if self.steps is not None:
             # A long prefill's steps are not kept, nor a lone row's: its rewind is to its start, the snapshot.

@@ -414,3 +414,21 @@ def test_a_step_launched_on_a_wrong_guess_leaves_the_cache_as_if_never_launched(
     assert np.array_equal(ctx.decode([nxt], all_logits=True), fresh.decode([nxt], all_logits=True))
     assert ctx.tokens == fresh.tokens and ctx.ahead is None
     assert [c.kv_cache()[0].offset for c in (ctx, fresh)] == [len(fresh.tokens)] * 2
+
+
+def test_the_ban_is_added_on_the_device_for_the_one_decode_that_asked(target):
+    """ban_in_rows: the next decode's rows come back with the ban's -inf and every other logit as
+    it was, the host writing nothing; the step it launched on its banned guess, taken by a decode
+    that asked for no ban, hands back its rows unbanned."""
+    fresh, ctx = target.new_context(max_rows=2), target.new_context(max_rows=2)
+    first, _ = [int(c.decode(PROMPT, all_logits=False)[-1].argmax()) for c in (fresh, ctx)]
+    want = fresh.decode([first], all_logits=True)[0].copy()
+    best = int(want.argmax())
+    ctx.pipeline_greedy((best,))
+    assert ctx.ban_in_rows((best,))
+    got = ctx.decode([first], all_logits=True)[0]
+    assert got[best] == -np.inf and np.array_equal(np.delete(got, best), np.delete(want, best))
+    guess = int(np.argsort(want)[-2])  # the device's guess with `best` banned
+    assert ctx.ahead is not None and int(ctx.ahead.guess.item()) == guess
+    assert np.array_equal(ctx.decode([guess], all_logits=True), fresh.decode([guess], all_logits=True))
+    assert ctx.tokens == fresh.tokens and ctx.ahead is None
