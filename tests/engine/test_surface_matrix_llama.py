@@ -170,3 +170,21 @@ def test_a_mismatched_drafter_is_refused_in_one_sentence_by_pair_and_chat(files,
         == said
         == f"draftlight: The drafter cannot draft for this target: it is {WORDS[kind]} {clause}: it was trained for another target.\n"
     )
+
+
+def test_the_same_prompt_again_on_a_hybrid_target_rewinds_past_its_snapshots(files, plain_ids):
+    """The lab's runs, a regenerated reply: the prompt's pass is kept, the reply after it undone. A hybrid
+    target's state past its snapshots is decoded again from the prompt, which once lost the prompt's row
+    (TypeError in the lab for a draft model and n-gram); the second run writes the first's ids."""
+    from engine import Engine, GenerationConfig, Message
+
+    engine = Engine.load(files["qwen35"], files["draft"])
+    try:
+        prompt = engine.prompt_ids([Message("user", PROMPT)])
+        runs = [
+            list(engine.stream(prompt, GenerationConfig(max_tokens=N, depth=depth, ignore_eog=True)))[-1].token_ids
+            for depth in (0, 2, 2)
+        ]
+    finally:
+        engine.close()
+    assert runs == [runs[0]] * 3 and len(runs[0]) == N
