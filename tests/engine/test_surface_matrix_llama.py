@@ -1,6 +1,7 @@
 """Every llama.cpp drafter kind on every surface: `draftlight chat`, `draftlight serve` with a request,
-`draftlight pair` and its probe, `tune` and Auto depth (the app's load, reply, teaching and lab:
-tests/app/test_surface_matrix_app_llama.py; `bench` per kind: tests/engine/ruler/test_ruler_kinds.py).
+`draftlight pair` and its probe, `tune` and Auto depth, a short `draftlight bench` (the app's load, reply,
+teaching and lab: tests/app/test_surface_matrix_app_llama.py; bench beside stock llama.cpp:
+tests/engine/ruler/test_ruler_kinds.py).
 
 Tiny GGUF files known by construction, written here by tests/engine/synthetic*.py (surface_files): a
 hybrid Qwen 3.5 target with its MTP head, a draft model of the same vocabulary, DFlash, DSpark and
@@ -188,3 +189,24 @@ def test_the_same_prompt_again_on_a_hybrid_target_rewinds_past_its_snapshots(fil
     finally:
         engine.close()
     assert runs == [runs[0]] * 3 and len(runs[0]) == N
+
+
+@pytest.mark.parametrize("target", ["qwen35", "gemma4"])
+def test_a_short_bench_runs_each_kind_beside_depth_0(files, target: str, tmp_path, monkeypatch):
+    """`draftlight bench` (our arms: the oracle's are tests/engine/ruler/test_ruler_kinds.py) with every kind
+    of the target's as an arm: --strict exits 1 where an arm's greedy ids differ from depth 0's."""
+    monkeypatch.setenv("DRAFTLIGHT_CACHE", str(tmp_path / "cache"))
+    names = [kind for kind, (t, _, _) in MATRIX.items() if t == target]
+    drafters = [a for kind in names for a in ("--drafter", spec(files, MATRIX[kind][1]))]
+    argv = ["bench", "--target", str(files[target]), *drafters, "--depths", "0,2", "--ngram-depth", str(DEPTH if "ngram" in names else 0), "--only",
+            "code", "--tokens", str(N), "--repeats", "1", "--no-oracle", "--strict", "--cool-pause", "0", "--out",
+            str(tmp_path / "bench")]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(argv) == 0
+    found = json.loads((tmp_path / "bench" / "bench.json").read_text())
+    arms = {r["arm"]: r for r in found["records"]}
+    named = {kind: f"ours d{DEPTH}" if kind == "model" else f"ours {kind} d{DEPTH}" for kind in names}
+    assert set(arms) == {"ours d0", *named.values()} and found["mismatches"] == []
+    for kind, arm in named.items():
+        assert arms[arm]["generated_tokens"] == N and arms[arm]["drafted"] > 0, arm
+        assert arms[arm]["accepted"] > 0 or not MATRIX[kind][2], arm
