@@ -28,7 +28,7 @@ ASSISTANT_TARGETS = frozenset({"gemma4", "gemma4_text"})  # the families a Gemma
 WIDTH_KEYS = ("target_hidden_size", "backbone_hidden_size")  # an MLX drafter's word for its target's width
 SAID = {
     kinds.DFLASH: "a DFlash drafter",
-    kinds.DSPARK: "a DFlash drafter",
+    kinds.DSPARK: "a DSpark drafter",
     kinds.EAGLE3: "an EAGLE-3 drafter",
     kinds.ASSISTANT: "a Gemma 4 assistant model",
 }
@@ -59,6 +59,8 @@ class ModelFacts:
     reads_final_state: bool = False  # its layer index `depth` names the target's final hidden state
     layers_handed_out: bool = True  # as a target: whether its runtime hands out its layers' hidden states
     trained_layers: int | None = None  # the depth of the target it was trained on, where it says
+    trunk_layers: int | None = None  # the layers a target's pass runs, its MTP heads' blocks apart (a GGUF's
+    # block_count counts them); None where that is `layers`
     made_for_family: frozenset[str] = frozenset()  # the architectures it drafts for, where it says
     cache_shape: tuple[int | None, int | None] | None = None  # its cache's (KV heads, key length); an assistant's
     # is the target's it reads; None where its runtime does not share a cache
@@ -127,6 +129,7 @@ def gguf_facts(info: GGUFInfo) -> ModelFacts:
         eos=frozenset({eos} if eos is not None else ()),
         hidden_size=key("embedding_length"),
         layers=key("block_count"),
+        trunk_layers=(key("block_count") or 0) - info.nextn_layers if info.nextn_layers else None,
         mtp_heads=info.nextn_layers,
         reads_width=reads_width.get(kind, key("embedding_length")) if kind.reads_target else None,
         target_layers=reads,

@@ -39,8 +39,9 @@ def _needs(target: ModelFacts, side: ModelFacts) -> Iterator[str]:
     width, theirs = target.hidden_size, side.reads_width
     if theirs is not None and width is not None and theirs != width:
         yield f"for a model {theirs:,} wide, and {target.called} is {width:,} wide"
-    if side.trained_layers is not None and target.layers is not None and side.trained_layers != target.layers:
-        yield f"for a model of {side.trained_layers} layers, and {target.called} has {target.layers}"
+    depth = trunk(target)
+    if side.trained_layers is not None and depth is not None and side.trained_layers != depth:
+        yield f"for a model of {side.trained_layers} layers, and {target.called} has {depth}"
     if side.kind is kinds.ASSISTANT and target.architecture not in side.made_for_family:
         yield f"made for a Gemma 4 target, and {target.called} is {target.architecture}"
     if side.kind is kinds.ASSISTANT and side.cache_shape is not None:
@@ -58,7 +59,7 @@ def _layers_needed(target: ModelFacts, side: ModelFacts) -> Iterator[str]:
     if side.target_layers is None or side.kind not in (kinds.DFLASH, kinds.DSPARK, kinds.EAGLE3):
         return
     reads = sorted({*side.target_layers, *side.tapped_layers})
-    depth = target.layers or 0
+    depth = trunk(target) or 0
     if side.kind is kinds.EAGLE3 and len(side.target_layers) != 3:
         yield f"naming {len(side.target_layers)} of the target's layers to read, where EAGLE-3 reads three"
         return
@@ -70,7 +71,7 @@ def _layers_needed(target: ModelFacts, side: ModelFacts) -> Iterator[str]:
             f"reading the target's layers, which {target.runtime.label} does not hand out for {target.called}'s "
             f"architecture ({target.architecture})"
         )
-    if target.layers is None:
+    if trunk(target) is None:
         return
     last = depth if side.reads_final_state else depth - 1
     if not all(0 <= i <= last for i in reads):
@@ -96,7 +97,12 @@ def made_for(target: ModelFacts, side: ModelFacts) -> bool:
     on a target of this many layers. `--drafter auto` takes these first."""
     if side.made_for_family:
         return target.architecture in side.made_for_family
-    return side.kind.reads_target and side.trained_layers is not None and side.trained_layers == target.layers
+    return side.kind.reads_target and side.trained_layers is not None and side.trained_layers == trunk(target)
+
+
+def trunk(target: ModelFacts) -> int | None:
+    """The layers the target's pass runs, which a drafter reads: its MTP heads' blocks are no part of it."""
+    return target.trunk_layers if target.trunk_layers is not None else target.layers
 
 
 def _identity(text: str) -> str:

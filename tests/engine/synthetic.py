@@ -215,7 +215,12 @@ def hybrid_qwen35(
 
 
 def dflash(
-    path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...] = (), known: list[int] | None = None
+    path: Path,
+    seed: int = 5,
+    stdev: float = 0.5,
+    vocab: tuple[int, ...] = (),
+    known: list[int] | None = None,
+    target_layers: tuple[int, ...] = (0, 1),
 ) -> Path:
     """A DFlash drafter for hybrid_qwen35: a block of 4 (3 drafts), mask token 127, no embeddings of its own.
 
@@ -232,7 +237,7 @@ def dflash(
     w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
     w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)
     w.add_float32(f"{arch}.rope.freq_base", 10000.0)
-    w.add_array(f"{arch}.target_layers", [0, 1])
+    w.add_array(f"{arch}.target_layers", list(target_layers))
     w.add_uint32(f"{arch}.block_size", 4)
     w.add_uint32("tokenizer.ggml.mask_token_id", N_VOCAB - 1)
     w.add_tensor("fc.weight", weight(2 * N_EMBD, N_EMBD))
@@ -259,7 +264,12 @@ def dflash(
 
 
 def eagle3(
-    path: Path, seed: int = 5, stdev: float = 0.5, vocab: tuple[int, ...] = (), known: list[int] | None = None
+    path: Path,
+    seed: int = 5,
+    stdev: float = 0.5,
+    vocab: tuple[int, ...] = (),
+    known: list[int] | None = None,
+    target_layers: tuple[int, ...] = (0, 1, 2),
 ) -> Path:
     """An EAGLE-3 drafter for hybrid_qwen35: reads its layers 0 and 1 and its final state; no embeddings of its own.
 
@@ -276,7 +286,7 @@ def eagle3(
     w.add_uint32(f"{arch}.attention.head_count", N_HEAD)
     w.add_uint32(f"{arch}.attention.head_count_kv", N_HEAD)
     w.add_float32(f"{arch}.rope.freq_base", 10000.0)
-    w.add_array(f"{arch}.target_layers", [0, 1, 2])  # 2: past the target's last layer, its final state
+    w.add_array(f"{arch}.target_layers", list(target_layers))  # 2: past the target's last layer, its final state
     w.add_uint32(f"{arch}.target_hidden_size", N_EMBD)
     fc = weight(3 * N_EMBD, N_EMBD)
     if known is not None:

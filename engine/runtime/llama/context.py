@@ -439,9 +439,13 @@ class Context:
         if same == len(tokens) and self._prefilled is not None and self._prefilled[0] == tokens:
             # The same prompt again (a regenerated reply, a repeated run): its pass is still
             # in the cache, and so is the row it gave. Decoding the last token again alone
-            # would round differently from the batch that first took it in.
+            # would round differently from the batch that first took it in. Taken before the
+            # rewind: a recurrent state past its snapshots is decoded again from the kept tokens,
+            # which clears the cache and what it remembers of the prompt's pass.
+            row = self._prefilled[1]
             self.rewind(same)
-            return self._prefilled[1].copy(), 0
+            self._prefilled = (list(tokens), row)
+            return row.copy(), 0
         same = min(same, len(tokens) - 1)  # the last token needs logits
         self.rewind(same)
         row = self.decode(tokens[same:], all_logits=False)[-1].copy()
