@@ -75,7 +75,13 @@ def load_drafter(folder: Path, kind: str) -> nn.Module:
 
     if kind not in DRAFT_KINDS:
         raise IncompatibleDrafter(f"mlx-vlm has no speculative loop for a drafter of kind {kind}.")
-    return vlm_load_drafter(str(folder), kind=DRAFT_KINDS[kind])[0]
+    drafter = vlm_load_drafter(str(folder), kind=DRAFT_KINDS[kind])[0]
+    if kind == kinds.ASSISTANT.name:
+        # Asked for a block past the assistant's configured one, mlx-vlm's MTP loop drafts the configured
+        # block less one until deep drafts land often (its _effective_mtp_block_size); ours drafts the depth
+        # asked. Its own switch makes it draft what is asked too, so each depth's arms do the same work.
+        drafter.prefer_requested_block_size = True
+    return drafter
 
 
 def greedy(logprobs: mx.array) -> mx.array:
