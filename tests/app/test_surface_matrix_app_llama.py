@@ -16,7 +16,8 @@ from app import settings
 from app.window import MainWindow
 from engine import Engine, GenerationConfig, Message, TokenEvent, TokenKind
 from tests.app.conftest import LOAD_TIMEOUT_MS
-from tests.engine.surface_files import MATRIX, MISMATCHED, PROMPT, WORDS, spec, write_files
+from tests.engine.surface_cli import spec
+from tests.engine.surface_files import MATRIX, MISMATCHED, PROMPT, WORDS, write_files
 
 TOKENS = 12
 

@@ -63,8 +63,3 @@ def write_files(root: Path) -> dict[str, Path]:
         "dspark-gemma": dspark(root / "dspark-gemma.gguf"),
         "assistant-qwen": gemma4_assistant(root / "mtp-gemma-4-other.gguf"),
     }
-
-
-def spec(files: dict[str, Path], name: str) -> str:
-    """A file's path where `name` is one, else the name itself (a keyword kind: ngram, mtp)."""
-    return str(files[name]) if name in files else name

@@ -55,8 +55,3 @@ def write_folders(root: Path) -> dict[str, Path]:
         "eagle3-negative": write_eagle3(root / "eagle3-negative", 13, target_layers=(-5, 1, 2), vocab=v),
         "assistant-qwen": write_assistant(root / "assistant-qwen", 162, qwen35, width=64, vocab=v),
     }
-
-
-def spec(folders: dict[str, Path], name: str) -> str:
-    """A folder's path where `name` is one, else the name itself (a keyword kind: ngram, mtp)."""
-    return str(folders[name]) if name in folders else name

@@ -29,6 +29,7 @@ pytest.importorskip("mlx_vlm")
 from engine.cli import main
 from engine.errors import ModelFileError
 from engine.runtime.mlx_check import check_folder
+from tests.engine.surface_cli import chat_lines, spec
 from tests.engine.surface_folders import (
     CORPUS,
     MATRIX,
@@ -36,7 +37,6 @@ from tests.engine.surface_folders import (
     PROMPT,
     TOKENIZER_VOCAB,
     WORDS,
-    spec,
     write_assistant,
     write_dflash,
     write_folders,
@@ -54,12 +54,7 @@ def folders(tmp_path_factory) -> dict[str, Path]:
 
 
 def chat(folders: dict[str, Path], target: str, drafter: str, depth: int | str = DEPTH) -> list[dict]:
-    out = io.StringIO()
-    argv = ["chat", PROMPT, "--target", spec(folders, target), "--drafter", spec(folders, drafter), "--depth",
-            str(depth), "--max-tokens", str(N), "--ignore-eos", "--json"]  # fmt: skip
-    with contextlib.redirect_stdout(out):
-        assert main(argv) == 0
-    return [json.loads(line) for line in out.getvalue().splitlines()]
+    return chat_lines(folders, PROMPT, target, drafter, depth, N)
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,8 @@ import pytest
 pytest.importorskip("gguf")
 
 from engine.cli import main
-from tests.engine.surface_files import MATRIX, MISMATCHED, PROMPT, WORDS, spec, write_files
+from tests.engine.surface_cli import chat_lines, spec
+from tests.engine.surface_files import MATRIX, MISMATCHED, PROMPT, WORDS, write_files
 from tests.served import free_port, healthy
 
 N = 12
@@ -39,12 +40,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
 
 
 def chat(files: dict[str, Path], target: str, drafter: str, depth: int | str = DEPTH) -> list[dict]:
-    out = io.StringIO()
-    argv = ["chat", PROMPT, "--target", spec(files, target), "--drafter", spec(files, drafter), "--depth",
-            str(depth), "--max-tokens", str(N), "--ignore-eos", "--json"]  # fmt: skip
-    with contextlib.redirect_stdout(out):
-        assert main(argv) == 0
-    return [json.loads(line) for line in out.getvalue().splitlines()]
+    return chat_lines(files, PROMPT, target, drafter, depth, N)
 
 
 @pytest.fixture(scope="module")
