@@ -6,9 +6,11 @@ given as ratios to mlx-lm's generate_step:
 
 - engine: `Engine.stream` at depth 0 (the round, the events, detokenizing, the stats);
 - context: our MlxContext's pipelined decode (`pipeline_greedy`, `ban_in_rows`, then `decode`) in a
-  bare loop, the argmax taken on the host as the round does;
+  bare loop, the argmax taken on the host as the round does on a CPU; context-dev: the device's argmax
+  read instead, as the round does on a GPU;
 - bare: the same pipelined step in plain MLX (the row, the ban added on the device, and the guess
-  launched with the step, one wait a token), none of our code; bare-late: the row sliced only at the
+  launched with the step, one wait a token), none of our code; bare-lean: that with only the device's
+  argmax read, the row never copied to the host; bare-late: the row sliced only at the
   wait and the ban written into it on the host, as our decode and round did before
   (engine.runtime.mlx.ahead says why slicing late queues the row behind the next step);
 - mlx-lm: its `generate_step` (engine.ruler.mlx_reference).
@@ -49,7 +51,12 @@ Arm = Callable[[], tuple[float, list[int]]]
 
 def folder(kind: str, where: Path) -> Path:
     """A 128-wide 4-layer random-weight folder: a hybrid Qwen 3.5 (three gated delta-net layers, one
-    attention) or a qwen2, as benchmarks/mlx_ruler.py writes them."""
+    attention) or a qwen2, as benchmarks/mlx_ruler.py writes them; `gpu`, a bfloat16 qwen2 of Qwen2.5
+    1.5B's shape (benchmarks/mlx_cuda.py), for MLX's CUDA build."""
+    if kind == "gpu":
+        from benchmarks.mlx_cuda import VOCAB, write_folder
+
+        return write_folder(where / "gpu", "1.5b", seed=0, dtype="bfloat16", agree=False, vocab=VOCAB)
     if kind == "qwen2":
         from mlx_folders import write_qwen2_folder
 
@@ -78,7 +85,7 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
         assert isinstance(stats, RunStats)
         return stats.decode_s, list(stats.token_ids)
 
-    def context() -> tuple[float, list[int]]:
+    def context(device: bool = False) -> tuple[float, list[int]]:
         engine.forget()
         ctx = engine.ctx
         with ctx.observers_paused():
@@ -91,12 +98,13 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
                     ctx.pipeline_greedy(banned)
                 ctx.ban_in_rows(banned)
                 rows = ctx.decode([chosen[-1]], all_logits=True)
-                chosen.append(int(rows[0].argmax()))
+                on_device = device and ctx.argmax is not None  # the device's argmax, as the round reads it
+                chosen.append(ctx.argmax[0] if on_device else int(rows[0].argmax()))
             seconds = time.perf_counter() - t0
         engine.forget()
         return seconds, chosen
 
-    def bare(late: bool = False) -> tuple[float, list[int]]:
+    def bare(late: bool = False, lean: bool = False) -> tuple[float, list[int]]:
         cache, row = _prefill(module, ids)
         first = np.array(row)
         first[list(banned)] = -np.inf
@@ -113,6 +121,10 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
                 waited = logits[0, -1:]
             else:
                 mx.async_eval(waited, guess, step, following)
+            if lean:  # the device's argmax alone read: the row never reaches the host
+                chosen.append(int(guess.item()))
+                logits, waited = step, following
+                continue
             mx.eval(waited, guess)
             rows = np.asarray(waited)
             if late:
@@ -127,12 +139,20 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
         run = mlx_lm_run(module, None, ids, n, 0, n_vocab, banned)
         return run.decode_s, list(run.token_ids)
 
-    return {"engine": ours, "context": context, "bare": bare, "bare-late": lambda: bare(late=True), "mlx-lm": mlx_lm}
+    return {
+        "engine": ours,
+        "context": context,
+        "context-dev": lambda: context(device=True),
+        "bare": bare,
+        "bare-late": lambda: bare(late=True),
+        "bare-lean": lambda: bare(lean=True),
+        "mlx-lm": mlx_lm,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", choices=("hybrid", "qwen2"), default="hybrid")
+    parser.add_argument("--kind", choices=("hybrid", "qwen2", "gpu"), default="hybrid")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
