@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
-from engine.runtime.protocol import DeviceDraft
+from engine.runtime.protocol import DeviceDraft, RuntimeContext
 from engine.runtime.side import SideWork
 from engine.sampling import Sampler, softmax_at, softmax_parts
 
@@ -237,6 +237,40 @@ class OwnPace:
     folder: Path | None = None  # where it came from, if a folder of its own (MLX): the ledger fingerprints it
 
     def stoppable(self, cancelled: Callable[[], bool]) -> AbstractContextManager[None]:
+        return nullcontext()
+
+
+Target = TypeVar("Target", bound=RuntimeContext)
+
+
+class OnTarget(OwnPace, Generic[Target]):
+    """A drafter on the target's own states (MTP heads, DFlash, EAGLE-3, an assistant; either runtime).
+    Their `draft` is one: a draft ends where the target's context does, so k is cut to the positions
+    it can still verify, and `_draft` drafts the 1 to k tokens left, inside `failing`."""
+
+    target: Target
+
+    def draft(
+        self,
+        history: list[int],
+        k: int,
+        sampler: Sampler,
+        p_min: float = 0.0,
+        banned: tuple[int, ...] = (),
+        side: SideWork | None = None,
+    ) -> Draft:
+        k = min(k, self.target.n_ctx - len(history))
+        if k <= 0:
+            return Draft()
+        with self.failing():
+            return self._draft(history, k, sampler, p_min, banned)
+
+    def _draft(self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]) -> Draft:
+        raise NotImplementedError
+
+    def failing(self) -> AbstractContextManager[None]:
+        """Where a pass of the drafter's fails, what it raises becomes a sentence: llama.cpp's decodes
+        say their own; an MLX drafter names itself (decode_errors)."""
         return nullcontext()
 
 

@@ -32,7 +32,7 @@ LAYERS = (
     ("engine.speculative",),
     ("engine.measure",),
     ("engine.ledger",),
-    ("engine.pairloading",),
+    ("engine.pairloading", "engine.pairmeasure"),
     ("engine.session",),
     (
         "engine.stepping",

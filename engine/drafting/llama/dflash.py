@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
-from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, OnTarget, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
 from engine.runtime.llama.heads import (
@@ -31,7 +31,6 @@ from engine.runtime.llama.heads import (
     set_layer_inputs,
     target_layers,
 )
-from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 DEFAULT_BLOCK = 16  # llama.cpp's default when the file does not say
@@ -46,7 +45,7 @@ LAYER_INPUT_ARCHITECTURES = frozenset(
 )  # fmt: skip
 
 
-class DflashDrafter(OwnPace):
+class DflashDrafter(OnTarget[Context]):
     """A DFlash model drafting for `target`, reading its layer inputs from every batch it decodes."""
 
     needs_hidden_states = True
@@ -111,18 +110,7 @@ class DflashDrafter(OwnPace):
     def prefill(self, history: list[int]) -> None:
         """The target's prefill already wrote the prompt's features."""
 
-    def draft(
-        self,
-        history: list[int],
-        k: int,
-        sampler: Sampler,
-        p_min: float = 0.0,
-        banned: tuple[int, ...] = (),
-        side: SideWork | None = None,
-    ) -> Draft:
-        k = min(k, self.target.n_ctx - len(history))
-        if k <= 0:
-            return Draft()
+    def _draft(self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]) -> Draft:
         pos0 = len(history) - 1
         n = k if self.anchor else k + 1  # slot i answers for position pos0 + i + 1; DFlash skips the last token's
         block: list[Entry] = [(history[-1] if i == 0 else self.mask, pos0 + i, None, not self.top_k) for i in range(n)]

@@ -15,16 +15,15 @@ import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
-from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, OnTarget, VerifyBatch, choose_draft
 from engine.drafting.llama.dflash import LAYER_INPUT_ARCHITECTURES
 from engine.errors import IncompatibleDrafter
 from engine.runtime import Context, Model
 from engine.runtime.llama.heads import DraftContext, Entry, layer_inputs, set_layer_inputs, target_layers
-from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 
-class Eagle3Drafter(OwnPace):
+class Eagle3Drafter(OnTarget[Context]):
     """An EAGLE-3 model drafting for `target`."""
 
     kind = kindnames.EAGLE3
@@ -89,17 +88,8 @@ class Eagle3Drafter(OwnPace):
     def prefill(self, history: list[int]) -> None:
         """The target's prefill already fed the drafter."""
 
-    def draft(
-        self,
-        history: list[int],
-        k: int,
-        sampler: Sampler,
-        p_min: float = 0.0,
-        banned: tuple[int, ...] = (),
-        side: SideWork | None = None,
-    ) -> Draft:
-        k = min(k, self.target.n_ctx - len(history))
-        if k <= 0 or self._pending_pos < 0:
+    def _draft(self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]) -> Draft:
+        if self._pending_pos < 0:  # no verified batch to draft from yet
             return Draft()
         seed = self._pending_pos
         self.ctx.rewind(seed)

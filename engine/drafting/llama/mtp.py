@@ -23,12 +23,11 @@ import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
-from engine.drafting.base import Draft, OwnPace, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, OnTarget, VerifyBatch, choose_draft
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime import Context, Model
 from engine.runtime.llama.heads import Entry, mtp_head
 from engine.runtime.llama.options import LoadedModel
-from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 ASSISTANT_ARCHITECTURES = frozenset({"gemma4-assistant"})
@@ -48,7 +47,7 @@ def _reads_the_cache_of(assistant: LoadedModel, target: LoadedModel) -> None:
             raise IncompatibleDrafter(f"{assistant.name} {sentence}: it was trained for another target.")
 
 
-class MtpDrafter(OwnPace):
+class MtpDrafter(OnTarget[Context]):
     """A target's own MTP heads (or Gemma 4's assistant) as the drafter; it rides on the target's context."""
 
     has_distribution = True
@@ -104,18 +103,7 @@ class MtpDrafter(OwnPace):
         if not self.shared and self.head.n_past != len(self.target.tokens):
             raise RuntimeFailure("the MTP head missed part of the target's cache; reset both before a reply")
 
-    def draft(
-        self,
-        history: list[int],
-        k: int,
-        sampler: Sampler,
-        p_min: float = 0.0,
-        banned: tuple[int, ...] = (),
-        side: SideWork | None = None,
-    ) -> Draft:
-        k = min(k, self.target.n_ctx - len(history))
-        if k <= 0:
-            return Draft()
+    def _draft(self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]) -> Draft:
         pos0 = len(history) - 1
         tokens: list[int] = []
         states = [self._pending]  # the hidden state each step reads: the target's, then the head's own

@@ -13,6 +13,7 @@ assistant's own output (projected back to the target's width) beside the token i
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import mlx.core as mx
@@ -21,14 +22,13 @@ import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
-from engine.drafting.base import Draft, OwnPace, UnreadDraft, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, OnTarget, UnreadDraft, VerifyBatch, choose_draft
 from engine.drafting.mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter, RuntimeFailure
 from engine.runtime.mlx import audit
 from engine.runtime.mlx.chain import UnreadIds, ban_row, pick
 from engine.runtime.mlx.context import MlxContext, decode_errors
 from engine.runtime.mlx_check import check_folder, loader_errors
-from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 
@@ -70,7 +70,7 @@ def centroid_rows(masked: nn.Module, hidden: mx.array, weight: mx.array) -> mx.a
     return mx.put_along_axis(rows, chosen.reshape(b, n, -1), logits, axis=-1)
 
 
-class MlxAssistantDrafter(OwnPace):
+class MlxAssistantDrafter(OnTarget[MlxContext]):
     """Gemma 4's assistant drafting for an MLX Gemma 4 target: it reads the target's last layer and memory."""
 
     kind = kindnames.ASSISTANT
@@ -145,25 +145,13 @@ class MlxAssistantDrafter(OwnPace):
             memory[kind] = (keys, values)
         return memory
 
-    def draft(
-        self,
-        history: list[int],
-        k: int,
-        sampler: Sampler,
-        p_min: float = 0.0,
-        banned: tuple[int, ...] = (),
-        side: SideWork | None = None,
-    ) -> Draft:
-        k = min(k, self.target.n_ctx - len(history))
-        held = len(history) - 1  # the positions the target holds: all but the last token's
-        if k <= 0 or held <= 0:
-            return Draft()
-        with decode_errors(self.who):
-            return self._draft(history, k, sampler, p_min, banned, held)
+    def failing(self) -> AbstractContextManager[None]:
+        return decode_errors(self.who)
 
-    def _draft(
-        self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...], held: int
-    ) -> Draft:
+    def _draft(self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]) -> Draft:
+        held = len(history) - 1  # the positions the target holds: all but the last token's
+        if held <= 0:
+            return Draft()
         t0 = time.perf_counter()
         a = self.assistant
         a.set_shared_kv(self._memory(held), held, position=held - 1, kv_valid_len=held)

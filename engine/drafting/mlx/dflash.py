@@ -17,6 +17,7 @@ token before it (the last token, then the previous draft), so the rows are read 
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +27,13 @@ import numpy as np
 
 from engine.depth import MAX_DEPTH
 from engine.drafting import kindnames
-from engine.drafting.base import Draft, OwnPace, UnreadDraft, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, OnTarget, UnreadDraft, VerifyBatch, choose_draft
 from engine.drafting.mlx.heads import TargetStates
 from engine.errors import IncompatibleDrafter
 from engine.runtime.mlx import audit
 from engine.runtime.mlx.chain import UnreadIds, ban_row, pick
 from engine.runtime.mlx.context import MlxContext, decode_errors
 from engine.runtime.mlx_check import check_folder, loader_errors
-from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 
@@ -54,7 +54,7 @@ def load_dflash(folder: Path) -> nn.Module:
     return model
 
 
-class MlxDflashDrafter(OwnPace):
+class MlxDflashDrafter(OnTarget[MlxContext]):
     """A DFlash or DSpark drafter for an MLX target, reading the target's chosen layers."""
 
     has_distribution = True
@@ -127,20 +127,8 @@ class MlxDflashDrafter(OwnPace):
         """The target's prefill handed its layers over; the drafter takes them in at the first draft."""
         self._states.held(self._context, len(history) - 1)
 
-    def draft(
-        self,
-        history: list[int],
-        k: int,
-        sampler: Sampler,
-        p_min: float = 0.0,
-        banned: tuple[int, ...] = (),
-        side: SideWork | None = None,
-    ) -> Draft:
-        k = min(k, self.target.n_ctx - len(history))
-        if k <= 0:
-            return Draft()
-        with decode_errors(self.who):
-            return self._draft(history, k, sampler, p_min, banned)
+    def failing(self) -> AbstractContextManager[None]:
+        return decode_errors(self.who)
 
     def _draft(self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]) -> Draft:
         t0 = time.perf_counter()

@@ -17,18 +17,18 @@ answer with a guess for p+2. As mlx-vlm 0.7.10's round loops drive them (`_mtp_r
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
 
-from engine.drafting.base import Draft, OwnPace, UnreadDraft, VerifyBatch, choose_draft
+from engine.drafting.base import Draft, OnTarget, UnreadDraft, VerifyBatch, choose_draft
 from engine.errors import RuntimeFailure
 from engine.runtime.contexts import common_prefix
 from engine.runtime.mlx import audit
 from engine.runtime.mlx.chain import UnreadIds, ban_row, pick
 from engine.runtime.mlx.context import MlxContext, decode_errors
-from engine.runtime.side import SideWork
 from engine.sampling import Sampler
 
 PENDING = -1  # an entry's token drafted on the device and not read yet
@@ -65,7 +65,7 @@ class TargetStates:
             self.rows = self.rows[: max(keep - self.first, 0)]
 
 
-class ChainedHead(OwnPace):
+class ChainedHead(OnTarget[MlxContext]):
     """A drafter whose entries chain the target's states (an MLX MTP head, EAGLE-3): the round's part."""
 
     has_distribution = True
@@ -122,20 +122,8 @@ class ChainedHead(OwnPace):
         self._fed += tokens
         return out
 
-    def draft(
-        self,
-        history: list[int],
-        k: int,
-        sampler: Sampler,
-        p_min: float = 0.0,
-        banned: tuple[int, ...] = (),
-        side: SideWork | None = None,
-    ) -> Draft:
-        k = min(k, self.target.n_ctx - len(history))
-        if k <= 0:
-            return Draft()
-        with decode_errors(self.who):
-            return self._draft(history, k, sampler, p_min, banned)
+    def failing(self) -> AbstractContextManager[None]:
+        return decode_errors(self.who)
 
     def _draft(self, history: list[int], k: int, sampler: Sampler, p_min: float, banned: tuple[int, ...]) -> Draft:
         t0 = time.perf_counter()

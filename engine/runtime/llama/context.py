@@ -17,17 +17,18 @@ import numpy as np
 
 from engine.errors import Cancelled, ContextFullError, RuntimeFailure
 from engine.runtime.contexts import common_prefix
-from engine.runtime.contextsize import auto_context
 from engine.runtime.llama.backend import clear_log, llama_reason
+from engine.runtime.llama.batch import Batch
+from engine.runtime.llama.contextparams import context_params, has_state
 from engine.runtime.llama.devicegreedy import DeviceGreedy
-from engine.runtime.llama.limits import available_memory, check_memory, context_size, kv_cache_bytes, padded_ctx
+from engine.runtime.llama.devicerows import DeviceRows
 from engine.runtime.llama.observers import BatchObservers
-from engine.runtime.llama.options import KV_TYPES, LoadedModel, RuntimeOptions
+from engine.runtime.llama.options import LoadedModel, RuntimeOptions
 from engine.runtime.protocol import BatchObserver, LaunchedDraft
 from engine.runtime.side import DEVICE_BUSY_S, BusyTimes, SideWork
 
 
-class Context:
+class Context(DeviceRows):
     """One inference context on a model (a RuntimeContext): its KV cache, one reusable batch, timing."""
 
     def __init__(
@@ -38,32 +39,8 @@ class Context:
         self.model = model
         self.options = options or model.options
         self.acceleration = self.options.acceleration()  # resolved once: every switch a decode reads
-        metadata, architecture, kv_type = model.info.metadata, model.info.architecture, self.options.kv_type
-        if self.options.n_ctx == 0:  # none asked for: the trained length, as far as memory allows
-            per_token = kv_cache_bytes(metadata, architecture, 1, kv_type)
-            n_ctx = auto_context(model.n_ctx_train, per_token, None if self.options.on_gpu else available_memory())
-        else:
-            n_ctx = padded_ctx(context_size(self.options.n_ctx, model.n_ctx_train))
-        kv_bytes = kv_cache_bytes(metadata, architecture, n_ctx, kv_type)
-        check_memory(model.name, n_ctx, kv_bytes, self.options.on_gpu)
-        params = llama.llama_context_default_params()
-        params.n_ctx = n_ctx
-        params.n_batch = max(self.options.n_batch, max_rows)
-        params.n_ubatch = params.n_batch
-        params.n_seq_max = 1
-        # Rows with logits in one batch: 1 + the deepest draft this context will verify.
-        params.n_outputs_max = max_rows
-        params.n_outputs_max_per_seq = max_rows
-        params.n_threads = self.options.threads
-        params.n_threads_batch = self.options.threads
-        params.type_k = params.type_v = KV_TYPES[self.options.kv_type]
-        params.no_perf = True
-        self.has_state = bool(llama.llama_model_is_recurrent(model.ptr) or llama.llama_model_is_hybrid(model.ptr))
-        if self.has_state:
-            # Recurrent state cannot drop a suffix: keep a snapshot per token of the latest
-            # batch, so a verify pass can be undone by as many tokens as it drafted. llama.cpp
-            # sets this to 0 for architectures without snapshot support.
-            params.n_rs_seq = max_rows - 1
+        params = context_params(model, self.options, max_rows)
+        self.has_state = has_state(model)
         clear_log()
         ptr = llama.llama_init_from_model(model.ptr, params)
         if not ptr:
@@ -95,15 +72,7 @@ class Context:
         self._logits = np.empty((0, model.n_vocab), dtype=np.float32)
         self._unread = 0  # the rows of the latest decode when it was fed (Context.feed), until collected
         self.fed_at = 0.0  # and when it was launched
-        self._batch = llama.llama_batch_init(self.capacity, 0, 1)
-        b = self._batch
-        self._tokens = np.ctypeslib.as_array(b.token, shape=(self.capacity,))
-        self._pos = np.ctypeslib.as_array(b.pos, shape=(self.capacity,))
-        self._want = np.ctypeslib.as_array(b.logits, shape=(self.capacity,))
-        n_seq = np.ctypeslib.as_array(b.n_seq_id, shape=(self.capacity,))
-        n_seq[:] = 1
-        for i in range(self.capacity):
-            b.seq_id[i][0] = 0
+        self._batch = Batch(self.capacity)  # the one batch every decode fills
         self.tokens: list[int] = []  # what the KV cache holds, position by position
         self.decode_s = 0.0  # time inside llama_decode and logits access, for overhead accounting
         # The time side work (engine.runtime.side: work done between launching a decode and reading
@@ -175,53 +144,6 @@ class Context:
             f"{self.model.name} keeps a recurrent state that llama.cpp cannot roll back for its architecture "
             f"({self.model.info.architecture}), so it decodes without speculation."
         )
-
-    @property
-    def device_argmax(self) -> bool:
-        """Whether llama.cpp takes each greedy argmax in the decode (a backend sampler took here)."""
-        return self._greedy is not None and self._greedy.attached
-
-    @property
-    def keeps_rows(self) -> bool:
-        """Whether each decode's row stays on the device (kept_rows): `decode` then returns, a row,
-        the argmax's logit and the banned tokens' (keep_banned), and `kept_row` fetches a row itself."""
-        return self._greedy is not None and self._greedy.keeper is not None
-
-    def keep_banned(self, banned: tuple[int, ...]) -> None:
-        """The logits of `banned` (at most MAX_BANNED) come back with each kept row, from the next decode on."""
-        keeper = self._greedy.keeper if self._greedy is not None else None
-        assert keeper is not None  # asked only where keeps_rows says the rows stay on the device
-        keeper.ban(banned)
-
-    def kept_row(self, position: int, out: np.ndarray) -> np.ndarray:
-        """The row of the latest decode at `position`, copied into `out`, from a decode already read;
-        a later decode at a position as many slots on (kept_rows) takes its place."""
-        keeper = self._greedy.keeper if self._greedy is not None else None
-        if keeper is None:  # detached since the row was kept: its buffer is gone
-            raise RuntimeFailure(
-                f"{self.model.name}'s rows were handed back from the device during a round; ask again to go on."
-            )
-        return keeper.fetch(position, out)
-
-    def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
-        """The latest decode's greedy token per output row, where the device took them: None for
-        the whole decode where it did not, and for a row where it chose a banned token (the caller
-        scans that row with the ban)."""
-        if self.argmax is None:
-            return None
-        if not banned or all(t not in banned for t in self.argmax):
-            return list[int | None](self.argmax)  # a list of its own: invariance keeps list[int] out
-        return [None if t in banned else t for t in self.argmax]
-
-    def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
-        """Each of the latest decode's `rows` (as read, before any ban is written into them) as
-        softmax_parts with `banned` tokens given no probability, from the device's argmax and its
-        normaliser: a lookup, where softmax_parts passes over the row. None for the whole decode
-        where the device gave neither, and for a row where its token is banned."""
-        if self.argmax is None or self.normalisers is None:
-            return None
-        assert self._greedy is not None  # the argmax came from it (decode)
-        return self._greedy.parts(rows, self.argmax, self.normalisers, banned)
 
     @property
     def n_past(self) -> int:
@@ -301,22 +223,14 @@ class Context:
         logits = None
         self.argmax = self.normalisers = None
         self._unread = 0
-        keeper = self._greedy.keeper if self._greedy is not None else None
+        keeper = self._keeper
         start = 0
         while start < n:
             chunk = tokens[start : start + self.capacity]
             m = len(chunk)
             last_chunk = start + m == n
             past = len(self.tokens)
-            if m == 1:  # a step: numpy's scalar stores, not its slice assignment from a list
-                self._tokens[0], self._pos[0], self._want[0] = chunk[0], past, 1 if all_logits or last_chunk else 0
-            else:
-                self._tokens[:m] = chunk
-                self._pos[:m] = np.arange(past, past + m, dtype=np.int32)
-                self._want[:m] = 1 if all_logits else 0
-                if last_chunk:
-                    self._want[m - 1] = 1
-            self._batch.n_tokens = m
+            self._batch.fill(chunk, past, all_logits, last_chunk)
             if keeper is not None:
                 keeper.aim(self.ptr, past + m - 1)
             if side is not None:
@@ -324,7 +238,7 @@ class Context:
             if self._cancelled is not None and self._cancelled():
                 raise self._stopped()
             t0 = time.perf_counter()
-            rc = llama.llama_decode(self.ptr, self._batch)
+            rc = llama.llama_decode(self.ptr, self._batch.raw)
             if rc != 0:
                 self.decode_s += time.perf_counter() - t0
                 if rc == 2 and self._cancelled is not None:  # the abort callback said stop
@@ -398,7 +312,7 @@ class Context:
             # conversation): start the state again from the kept tokens.
             kept = self.tokens[:keep]
             self.clear()
-            keeper = self._greedy.keeper if self._greedy is not None else None
+            keeper = self._keeper
             if kept and keeper is not None:  # its row is no draft's: not over one a round still reads
                 keeper.aside = True
             try:
@@ -460,7 +374,7 @@ class Context:
 
     def close(self) -> None:
         if getattr(self, "ptr", None):
-            llama.llama_batch_free(self._batch)
+            self._batch.free()
             llama.llama_free(self.ptr)
             self.ptr = None
         greedy = getattr(self, "_greedy", None)  # None too where __init__ failed before it
