@@ -6,9 +6,10 @@ in one pass (a drafter turns its chunked prefill off), asking for what the draft
 (speculative_prefill_kwargs: the last layer and the attention's keys and values for an MTP head,
 chosen layers for EAGLE-3 and DFlash), and the first token is the argmax of its last row: the
 prefill's time. Then run_speculative_rounds, to which generate_step hands the rest, drafts `depth`
-tokens a round (a block of depth + 1) and writes the rest: the decode's. Greedy, as mlx-vlm's greedy
-rounds are: they take the argmax of the whole vocabulary, so no end-of-generation id can be banned
-there; where one wins, this arm writes it and the ruler reports the mismatch.
+tokens a round (a block of depth + 1; DFlash and DSpark no more than their trained block holds, as
+ours) and writes the rest: the decode's. Greedy, as mlx-vlm's greedy rounds are: they take the
+argmax of the whole vocabulary, so no end-of-generation id can be banned there; where one wins, this
+arm writes it and the ruler reports the mismatch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mlx_vlm.speculative.common import speculative_stats_since, speculative_stat
 from mlx_vlm.speculative.utils import run_speculative_rounds, speculative_prefill_kwargs
 
 from engine.drafting import kinds
+from engine.drafting.mlx.dflash import block_drafts
 from engine.errors import IncompatibleDrafter
 from engine.ruler.oracle_arms import ReferenceRun, per_position
 
@@ -76,12 +78,24 @@ def load_drafter(folder: Path, kind: str) -> nn.Module:
     if kind not in DRAFT_KINDS:
         raise IncompatibleDrafter(f"mlx-vlm has no speculative loop for a drafter of kind {kind}.")
     drafter = vlm_load_drafter(str(folder), kind=DRAFT_KINDS[kind])[0]
-    if kind == kinds.ASSISTANT.name:
+    if kind == kinds.ASSISTANT.name or DRAFT_KINDS[kind] == "dflash":
         # Asked for a block past the assistant's configured one, mlx-vlm's MTP loop drafts the configured
-        # block less one until deep drafts land often (its _effective_mtp_block_size); ours drafts the depth
-        # asked. Its own switch makes it draft what is asked too, so each depth's arms do the same work.
+        # block less one until deep drafts land often (its _effective_mtp_block_size); a DSpark folder whose
+        # config says so (as published ones do) sizes each block from recent acceptance (its DFlash loop's
+        # _dflash_next_block_size). Ours drafts the depth asked; this switch makes mlx-vlm do so too, so
+        # each depth's arms do the same work.
         drafter.prefer_requested_block_size = True
     return drafter
+
+
+def block_size(drafter: nn.Module, kind: str, depth: int) -> int:
+    """The block mlx-vlm's rounds are asked for at `depth`: the last token and the drafts. For DFlash and
+    DSpark, no more drafts than the block the drafter was trained on, as ours and llama.cpp draft
+    (engine.drafting.mlx.dflash.block_drafts): asked for more, mlx-vlm runs a longer block than
+    the drafter knows, so each depth's arms would not draft alike."""
+    if DRAFT_KINDS[kind] == "dflash":
+        depth = min(depth, block_drafts(drafter.config))
+    return depth + 1
 
 
 def greedy(logprobs: mx.array) -> mx.array:
@@ -104,7 +118,8 @@ def mlx_vlm_run(
     logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
     steps = run_speculative_rounds(
         model, drafter, cache, ids, greedy(logprobs), logprobs.squeeze(0), out, draft_kind=draft_kind,
-        max_tokens=n_tokens, sampler=greedy, draft_block_size=depth + 1, sampler_is_greedy=True,
+        max_tokens=n_tokens, sampler=greedy, draft_block_size=block_size(drafter, kind, depth),
+        sampler_is_greedy=True,
     )  # fmt: skip
     tokens = [int(next(steps)[0])]  # the first token: the prefill's last row, evaluated
     t1 = time.perf_counter()

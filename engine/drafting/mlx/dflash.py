@@ -54,6 +54,19 @@ def load_dflash(folder: Path) -> nn.Module:
     return model
 
 
+def block_drafts(config: Any) -> int:
+    """The most drafts one pass proposes: the block the drafter was trained on, less the last token's slot.
+
+    mlx-vlm's `block_size` is its verify width, the last token and the drafts: a DFlash checkpoint's own
+    (the last token's slot then MASKs), and for DSpark the checkpoint's block plus one, since a DSpark
+    checkpoint's block (7 in DeepSeek's `block7`) counts its proposals (`proposal_length`): with
+    `sample_from_anchor` its block is [last token, MASK x 6] and every slot drafts. llama.cpp's
+    draft-dflash and draft-dspark clamp a deeper ask to the same count ("exceeds the trained block
+    size"). Asked for more (`draft_block_size`), mlx-vlm's loop runs a longer block than the drafter was
+    trained on, and since the block's attention is not causal, every draft in it changes."""
+    return int(config.block_size) - 1
+
+
 class MlxDflashDrafter(OnTarget[MlxContext]):
     """A DFlash or DSpark drafter for an MLX target, reading the target's chosen layers."""
 
@@ -110,7 +123,7 @@ class MlxDflashDrafter(OnTarget[MlxContext]):
             self.drafter.lm_head = own_head
         self.target, self.name = target, name or f"{variant} drafter"
         self.who = f"the {self.name} in {source}" if source else self.name  # named where one of its passes fails
-        self.max_depth = min(max_depth, int(config.block_size) - 1)
+        self.max_depth = min(max_depth, block_drafts(config))
         self.decode_s = 0.0
         self.ctx = self  # the round counts the drafter's time inside MLX as its own
         self._dtype = parts.inner.embed_tokens.weight.dtype

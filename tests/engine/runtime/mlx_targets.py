@@ -329,10 +329,11 @@ def oracle_target(folder: Path) -> tuple[LanguageModel, list]:
 
 
 def dflash_oracle(
-    target: Path, folder: Path, depth: int, n_tokens: int, oracle: Callable[[Path], tuple] | None = None
+    target: Path, folder: Path, depth: int | None, n_tokens: int, oracle: Callable[[Path], tuple] | None = None
 ) -> tuple[list[int], list[list[int]], list[int]]:
     """mlx-vlm's greedy DFlash (or DSpark) generation: its tokens, each round's drafts, each round's
-    accepted count; on its own Qwen 3.5 (oracle_target), or the model and cache `oracle` makes."""
+    accepted count; on its own Qwen 3.5 (oracle_target), or the model and cache `oracle` makes. Depth
+    None: no block asked for, so mlx-vlm drafts the block the folder's config gives."""
     lm, cache = (oracle or oracle_target)(target)
     drafter = load_dflash(folder)  # an instance of its own, beside the one our drafter loads
     drafts = recording(drafter, "draft_block_greedy")
@@ -347,7 +348,7 @@ def dflash_oracle(
         first_bonus=bonus,
         max_tokens=n_tokens,
         sampler=lambda x: mx.argmax(x, axis=-1),
-        draft_block_size=depth + 1,
+        draft_block_size=None if depth is None else depth + 1,
         token_dtype=mx.int32,
         greedy_sampling=True,
     )

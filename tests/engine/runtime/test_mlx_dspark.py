@@ -72,6 +72,24 @@ def test_dspark_drafts_and_tokens_are_mlx_vlms_own(tmp_path: Path, anchor: bool,
     assert [e.kind for e in ours[: len(expected)]] == expected
 
 
+@pytest.mark.parametrize("anchor", [True, False])
+def test_asked_past_its_block_dspark_drafts_what_mlx_vlm_drafts_at_the_folders_own_block(tmp_path: Path, anchor: bool):
+    """Asked for 4, a DSpark folder whose block holds 3 drafts (its config's block_size 3: mlx-vlm's
+    proposal_length) drafts 3 a round, as mlx-vlm drafts it at the folder's own block and llama.cpp
+    clamps it: round by round the same drafts and accepted counts, and plain decoding's tokens."""
+    target_folder = write_target(tmp_path / "qwen35", 41, "random", layers=LAYERS)
+    folder = write_dspark(tmp_path / "dspark", 141, anchor=anchor)
+    target = load_target(target_folder)
+    ours, rounds = reply(target, 4, lambda ctx: load(ctx, folder, 4))
+    theirs, their_drafts, their_accepted = dflash_oracle(target_folder, folder, None, N_TOKENS + 6)
+    assert [e.token_id for e in ours] == theirs[:N_TOKENS] == plain(target, N_TOKENS)
+    assert max(r.drafted for r in rounds) == max(len(d) for d in their_drafts) == 3
+    full = [r for r in rounds[1:] if r.drafted == 3]
+    assert len(full) >= 4 and rounds[1 : 1 + len(full)] == full
+    assert [list(r.draft_tokens) for r in full] == their_drafts[: len(full)]
+    assert [r.accepted for r in full] == their_accepted[: len(full)]
+
+
 def test_the_markov_head_changes_the_drafts(tmp_path: Path):
     """The same drafter with its Markov head silenced drafts otherwise: the head's word is in the rows."""
     target = load_target(write_target(tmp_path / "qwen35", 41, "random", layers=LAYERS))

@@ -144,6 +144,27 @@ def test_a_drafter_that_misses_against_mlx_vlms_own_rounds_gives_every_arm_the_s
     assert (ours.drafted, theirs.drafted) == (DEPTH * (N_TOKENS - 3) + 1, DEPTH * (N_TOKENS - 2) + 1)
 
 
+def test_dspark_asked_past_its_block_drafts_as_many_in_both_loops(tmp_path: Path):
+    """At depth 4 a DSpark folder whose block holds 3 drafts drafts 3 a round in our loop, and the
+    ruler asks mlx-vlm's rounds for the same block (engine.ruler.mlx_vlm_reference.block_size), not
+    the longer one it would run when asked for 4 (66 drafts here): random weights, every draft missed,
+    one token a round; ours drafts no more than the tokens left less one, mlx-vlm's block is at most
+    the tokens left plus one."""
+    target = qwen35(tmp_path, "random", layers=3)
+    drafter = write_dspark(tmp_path / "dspark", 141, vocab=TOKENIZER_VOCAB)
+    config = MlxBenchConfig(
+        target=target, drafter=drafter, prompts=built_in(["qa"]), kind=kinds.DSPARK.name, depths=[0, 4],
+        n_tokens=N_TOKENS, repeats=1,
+    )  # fmt: skip
+    result = run_mlx_bench(config, progress=lambda line: None)
+    records = {r.arm: r for r in result.records}
+    assert sorted(records) == ["mlx-lm d0", "mlx-vlm dspark d4", "ours-mlx d0", "ours-mlx dspark d4"]
+    same_ids(result, records)
+    ours, theirs = records["ours-mlx dspark d4"], records["mlx-vlm dspark d4"]
+    assert ours.rounds == theirs.rounds == N_TOKENS - 1 and ours.accepted == theirs.accepted == 0
+    assert (ours.drafted, theirs.drafted) == (3 * (N_TOKENS - 4) + 3, 3 * (N_TOKENS - 3) + 3) == (48, 51)
+
+
 def test_bench_reads_a_drafter_folders_kind_from_its_config(tmp_path: Path):
     """`draftlight bench --runtime mlx --drafter FOLDER` with an EAGLE-3 folder: the kind comes from its
     config (engine.models.discover.drafter_kind), and its arms run against mlx-vlm's EAGLE-3 rounds."""
