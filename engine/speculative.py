@@ -75,7 +75,8 @@ def speculative_round(
     # Verify: one batch over [last, *draft] (round 0: the prompt's own last row).
     if pipeline and depth == 0 and prefill_row is None:
         target.pipeline_greedy(banned)
-    rows, parts = _verify(target, history[-1], draft, prefill_row, sampler, config, banned, side)
+    lean = sampler.greedy and not config.top_candidates and not deferred  # the device's parts are all it reads
+    rows, parts = _verify(target, history[-1], draft, prefill_row, sampler, config, banned, side, lean)
     t2 = time.perf_counter()
 
     # Walk.
@@ -143,10 +144,14 @@ def _verify(
     config: GenerationConfig,
     banned: tuple[int, ...],
     side: SideWork | None,
+    lean: bool = False,
 ) -> tuple[np.ndarray, list[tuple[float, float] | None] | None]:
     """The target's rows for [last, *draft], banned tokens given no probability, with each row's
-    softmax parts where the device took them; the side work queued for the verify's wait done."""
+    softmax parts where the device took them; the side work queued for the verify's wait done.
+    `lean`: the round reads the device's argmax and parts alone, so the rows may stay there (defer_rows)."""
     on_device = bool(banned) and prefill_row is None and target.ban_in_rows(banned)  # else written in below
+    if lean and prefill_row is None:
+        target.defer_rows()
     if prefill_row is None and draft.unread() is not None:  # ids still on the device: one wait for both
         rows = target.decode_unread(last, draft)
         parts = target.device_parts(rows, banned) if config.probabilities and sampler.greedy else None
@@ -241,7 +246,7 @@ def walk(
         if keep_dists:
             dists = [sampler.distribution(rows[i]) for i in range(len(chosen))]
         if probabilities:
-            probs = [softmax_at(rows[i], t, None if parts is None else parts[i]) for i, t in enumerate(chosen)]
+            probs = [_chosen_p(rows, i, t, tops, parts) for i, t in enumerate(chosen)]
         else:
             probs = [math.nan] * len(chosen)
         return Verdict(len(chosen) - 1, chosen[-1], probs, dists)
@@ -263,6 +268,21 @@ def walk(
     probs.append(float(p[token]))
     dists.append(p if keep_dists else None)
     return Verdict(k, token, probs, dists)
+
+
+def _chosen_p(
+    rows: np.ndarray,
+    i: int,
+    token: int,
+    tops: list[int | None] | None,
+    parts: list[tuple[float, float] | None] | None,
+) -> float:
+    """p(token) under row i: where the token is the device's argmax and the device took the row's
+    softmax parts, exp(0) over the normaliser, nothing of the row read (rows left on the device stay)."""
+    part = None if parts is None else parts[i]
+    if part is not None and tops is not None and tops[i] == token:
+        return 1.0 / part[1]
+    return softmax_at(rows[i], token, part)
 
 
 def generate(

@@ -260,6 +260,13 @@ class RuntimeContext(Protocol):
         device before they are read (MLX); False where the caller writes it into the rows (llama.cpp)."""
         ...
 
+    def defer_rows(self) -> bool:
+        """Whether the next decode's rows may stay on the device until something reads them (an
+        array-like, copied to the host on first use): a greedy round that reads only the device's
+        argmax and softmax parts (device_choices, device_parts) asks, and copies no row (MLX on a
+        GPU); False where the rows are the host's anyway (llama.cpp, MLX's CPU backend)."""
+        ...
+
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode without waiting for the rows (an accelerator computes on); `collect` reads them."""
         ...

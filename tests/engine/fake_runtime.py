@@ -103,6 +103,10 @@ class FakeContext:
         """No: the round writes the ban into the rows."""
         return False
 
+    def defer_rows(self) -> bool:
+        """No: the rows are numpy's."""
+        return False
+
     @property
     def can_rewind(self) -> bool:
         return True

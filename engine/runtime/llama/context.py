@@ -165,6 +165,10 @@ class Context(DeviceRows):
         """No: the caller writes the ban into the rows llama.cpp hands back."""
         return False
 
+    def defer_rows(self) -> bool:
+        """No: llama.cpp's rows are the host's (or kept on the device by keep_banned)."""
+        return False
+
     def decode(self, tokens: list[int], all_logits: bool, side: SideWork | None = None) -> np.ndarray:
         """Decode tokens at the next positions; return the logits rows as a view.
 

@@ -42,22 +42,24 @@ class Rows:
     """What a decode waits for: its rows as float32 ([n, vocab], or the last row's [1, vocab]), the
     ban added on the device (chain.ban_row: the host never writes into MLX's memory, whose first
     touch costs it more than the step's own host work) and, where the device takes them
-    (argmax_on_device), each row's argmax and its softmax's normaliser there, sum(exp(row -
-    row[argmax])): the host then reads a few logits of a row, never all of it
-    (engine.sampling.parts_from_top), which on a GPU is a row's copy and a pass over it saved."""
+    (argmax_on_device), each row's argmax, its logit there and its softmax's normaliser, sum(exp(row -
+    row[argmax])): a greedy round then reads nothing of the row itself (engine.runtime.mlx.hostrows),
+    which on a GPU is a row's copy and a pass over it saved."""
 
     def __init__(self, logits: mx.array, all_logits: bool, argmax_on_device: bool, ban: mx.array | None = None) -> None:
         out = logits[0] if all_logits else logits[0, -1:]
         out = out if out.dtype == mx.float32 else out.astype(mx.float32)
         self.out = out if ban is None else out + ban
-        self.top = self.normaliser = None
+        self.top = self.normaliser = self.largest = None
         if argmax_on_device:
             self.top = mx.argmax(self.out, axis=-1)
-            largest = mx.max(self.out, axis=-1, keepdims=True)  # the argmax's own logit
-            self.normaliser = mx.sum(mx.exp(self.out - largest), axis=-1)
+            self.largest = mx.max(self.out, axis=-1, keepdims=True)  # the argmax's own logit
+            self.normaliser = mx.sum(mx.exp(self.out - self.largest), axis=-1)
 
     def arrays(self) -> list[mx.array]:
-        return [self.out] if self.top is None or self.normaliser is None else [self.out, self.top, self.normaliser]
+        if self.top is None or self.normaliser is None or self.largest is None:
+            return [self.out]
+        return [self.out, self.top, self.normaliser, self.largest]
 
 
 def can_pipeline(ctx: MlxContext) -> bool:

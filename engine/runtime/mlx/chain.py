@@ -21,6 +21,7 @@ import mlx.core as mx
 import numpy as np
 
 from engine.runtime.mlx import audit
+from engine.runtime.mlx.hostrows import UnreadRows
 
 MlxContext = Any  # engine.runtime.mlx.context.MlxContext, which imports this module: no import back
 
@@ -93,7 +94,9 @@ class UnreadIds:
             drafted = [int(t) for t in cast(list[int], self.ids.tolist())]
             if self.parts is not None:
                 self.row_parts = [(top, total) for top, total in cast(list[list[float]], self.parts.tolist())]
-            self._read = drafted, np.asarray(self.rows)
+            # On a GPU the parts answer a greedy draft's own probabilities: its rows stay there until read.
+            rows = np.asarray(self.rows) if self.parts is None else cast(np.ndarray, UnreadRows(self.rows))
+            self._read = drafted, rows
             self._caught_up(drafted)
         return self._read
 

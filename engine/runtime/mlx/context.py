@@ -25,6 +25,7 @@ from engine.runtime.contextsize import auto_context
 from engine.runtime.mlx import ahead, audit
 from engine.runtime.mlx.chain import ban_row
 from engine.runtime.mlx.hidden import BatchTaps
+from engine.runtime.mlx.hostrows import UnreadRows
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
 from engine.runtime.mlx_check import one_line
@@ -62,6 +63,9 @@ class MlxContext:
         self.decode_s = 0.0  # time inside the model's call and mx.eval, the rows' copy to numpy too
         self.argmax: list[int] | None = None  # the latest decode's greedy token per row, where the device took it
         self.normalisers: list[float] | None = None  # and each row's softmax normaliser there (ahead.Rows)
+        self.largests: list[float] | None = None  # and each row's largest logit, its argmax's
+        self._banned: tuple[int, ...] = ()  # the ban the latest decode added to its rows on the device
+        self._defer_next = False  # the next decode's rows left on the device until read (defer_rows)
         self._cache: list[Any] | None = make_prompt_cache(model.module)
         # A layer whose cache cannot drop a suffix holds a recurrent state (a hybrid model's
         # linear-attention or state-space layers): a draft is undone from the state kept before its batch.
@@ -121,6 +125,7 @@ class MlxContext:
         decode, before its rows are handed back, as on a CPU: MLX's lazy evaluation overlapping it is for later.
         """
         ban, self._ban_next = self._ban_next, ()  # this decode's alone, whatever happens to it
+        defer, self._defer_next = self._defer_next, False
         n = len(tokens)
         if n == 0:
             raise ValueError("nothing to decode")
@@ -134,7 +139,8 @@ class MlxContext:
             )
         cache = self._open_cache(room=n)
         self._fed = None
-        self.argmax = self.normalisers = None
+        self.argmax = self.normalisers = self.largests = None
+        self._banned = ban
         self._settle()
         launched, banned, self._greedy_next = ahead.take(self, tokens), self._greedy_next, None
         if side is not None:
@@ -162,7 +168,7 @@ class MlxContext:
                     also = self.observers.batch_arrays()
                     if banned is not None and n == 1 and ahead.can_pipeline(self):  # the next step, launched
                         also.append(ahead.launch(self, logits, banned, waited))
-                    rows = self._wait_for_rows(waited, *also)
+                    rows = self._wait_for_rows(waited, *also, defer=defer)
                 else:
                     audit.wait([c.state for c in cache], *self.observers.batch_arrays())
             self.decode_s += time.perf_counter() - t0
@@ -177,13 +183,17 @@ class MlxContext:
         """What a decode of `logits` waits for, `banned` added to its rows on the device."""
         return ahead.Rows(logits, all_logits, self.acceleration.argmax_on_device, ban_row(self.model.n_vocab, banned))
 
-    def _wait_for_rows(self, waited: ahead.Rows, *also: mx.array) -> np.ndarray:
+    def _wait_for_rows(self, waited: ahead.Rows, *also: mx.array, defer: bool = False) -> np.ndarray:
         """The one wait of a decode: its rows (float32), their argmax where the device takes it, and
-        `also` (a draft the batch took in unread); the rows over the evaluated array's own memory."""
+        `also` (a draft the batch took in unread); the rows over the evaluated array's own memory, or,
+        with `defer` where the device took the argmax, left there until read (hostrows.UnreadRows)."""
         audit.wait(*waited.arrays(), *also)
-        if waited.top is not None and waited.normaliser is not None:  # evaluated with the rows: no second sync
-            self.argmax = cast(list[int], waited.top.tolist())
+        if waited.top is not None and waited.normaliser is not None and waited.largest is not None:
+            self.argmax = cast(list[int], waited.top.tolist())  # evaluated with the rows: no second sync
             self.normalisers = cast(list[float], waited.normaliser.tolist())
+            self.largests = [row[0] for row in cast(list[list[float]], waited.largest.tolist())]
+            if defer:
+                return cast(np.ndarray, UnreadRows(waited.out))  # read as an array, copied on first use
         return np.asarray(waited.out)  # a host array on a CPU and on unified memory: no copy
 
     def decode_unread(self, last: int, draft: LaunchedDraft) -> np.ndarray:
@@ -193,11 +203,13 @@ class MlxContext:
         if launched is None:
             return self.decode([last, *draft.tokens], all_logits=True)
         ban, self._ban_next = self._ban_next, ()
+        defer, self._defer_next = self._defer_next, False
         n = 1 + launched.n
         if n > self.max_rows:
             raise ValueError(f"{n} rows of logits asked for; this context was made for {self.max_rows}")
         cache = self._open_cache(room=n)
-        self._fed = self.argmax = self.normalisers = None
+        self._fed = self.argmax = self.normalisers = self.largests = None
+        self._banned = ban
         self._settle()
         ahead.take(self, [])
         if self.has_state:
@@ -206,7 +218,7 @@ class MlxContext:
         with decode_errors(self.model.name):  # the draft's chain is evaluated in this wait too
             batch = mx.concatenate([mx.array([last], dtype=mx.uint32), launched.ids.astype(mx.uint32)])[None]
             waited = self._rows(self.observers.forward(batch, cache), True, ban)
-            rows = self._wait_for_rows(waited, *launched.arrays(), *self.observers.batch_arrays())
+            rows = self._wait_for_rows(waited, *launched.arrays(), *self.observers.batch_arrays(), defer=defer)
         draft.settle(waited=True)
         self.decode_s += time.perf_counter() - t0
         tokens = [last, *draft.tokens]
@@ -242,6 +254,13 @@ class MlxContext:
         never writes into the memory MLX hands back (its first touch cost 60 us a token on a CPU)."""
         self._ban_next = banned
         return True
+
+    def defer_rows(self) -> bool:
+        """The next decode's rows stay on the device until something reads them, where the device takes
+        each row's argmax and softmax parts (a GPU): a greedy round reads nothing more, and on MLX's CUDA
+        build a row read is the row's buffer moved to the host (engine.runtime.mlx.hostrows)."""
+        self._defer_next = self.acceleration.argmax_on_device
+        return self._defer_next
 
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode at once and keep the row for `collect`: nothing on MLX computes on behind the host yet."""
@@ -404,6 +423,11 @@ class MlxContext:
         `banned` given no probability, from the device's argmax and normaliser (None where it took neither)."""
         if self.argmax is None or self.normalisers is None:
             return None
+        if self.largests is not None and all(b in self._banned for b in banned):  # nothing of a row to read:
+            return [  # a banned token's term is exp(-inf), nothing (parts_from_top's own test of the rest)
+                None if t in banned or not p >= 1.0 else (top, p)
+                for t, p, top in zip(self.argmax, self.normalisers, self.largests, strict=True)
+            ]
         return [
             None if t in banned else parts_from_top(row, t, p, banned)
             for row, t, p in zip(rows, self.argmax, self.normalisers, strict=True)

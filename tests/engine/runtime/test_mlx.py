@@ -70,14 +70,14 @@ def tokens(events: list) -> list[TokenEvent]:
     return [e for e in events if isinstance(e, TokenEvent)]
 
 
-def reply(target: MlxModel, drafter_model: MlxModel | None, depth: int, n_tokens: int = N_TOKENS) -> list:
+def reply(target: MlxModel, drafter_model: MlxModel | None, depth: int, n_tokens: int = N_TOKENS, top: int = 0) -> list:
     """One reply's events, as tests/engine/test_round_fast.py's `reply` runs it: prefill, then the rounds."""
     ctx = target.new_context(max_rows=7)
     drafter = ModelDrafter(drafter_model, max_depth=6) if drafter_model is not None else None
     first_row, prefilled = ctx.prefill(PROMPT)
     if drafter is not None:
         drafter.prefill(PROMPT)
-    cfg = GenerationConfig(max_tokens=n_tokens, depth=depth)
+    cfg = GenerationConfig(max_tokens=n_tokens, depth=depth, top_candidates=top)
     policy = FixedDepth(depth)
     prefill = Prefill(prefilled, 0.0, first_row)
     events = list(generate(ctx, drafter, policy, list(PROMPT), cfg, prefill=prefill))
@@ -355,6 +355,39 @@ def test_a_drafts_softmax_parts_taken_on_the_device_give_the_hosts_probabilities
     assert [ours[i].draft_prob for i in drafted] == pytest.approx([host[i].draft_prob for i in drafted], rel=1e-5)
     assert [t.target_prob for t in ours] == pytest.approx([t.target_prob for t in host], rel=1e-5)
     assert all(r.host_syncs == 1 for r in events if isinstance(r, RoundEvent) and not r.from_prefill)
+
+
+def test_a_greedy_reply_with_the_devices_parts_copies_no_row_to_the_host(target, monkeypatch):
+    """Where the device takes each row's argmax and softmax parts (a GPU's way), a greedy round reads
+    nothing of the target's or the draft's rows: plain and drafted replies copy no row to the host
+    (on MLX's CUDA build each read moves the row's buffer), and their ids, provenance and
+    probabilities are exactly those of the same reply with teaching mode's alternatives, which read
+    the rows (and copy them); drafted tokens' probabilities included."""
+    from engine.runtime.mlx import audit, chain, context, hostrows
+
+    left: list[int] = []  # the rows of each decode left on the device: its row count
+
+    class Counted(hostrows.UnreadRows):
+        def __init__(self, rows: mx.array) -> None:
+            super().__init__(rows)
+            left.append(len(self))
+
+    monkeypatch.setattr(chain, "parts_on_device", lambda: True)
+    monkeypatch.setattr(context, "UnreadRows", Counted)
+    on_device = MlxModel(target.module, VOCAB, "target", options=MlxOptions(argmax_on_device=True))
+    for depth in (0, 3):
+        left.clear()
+        before = audit.copies()
+        lean = tokens(reply(on_device, on_device, depth))
+        assert audit.copies() == before
+        assert len(left) == len(lean) - 1 if depth == 0 else len(left) > 0 and max(left) == depth + 1
+        left.clear()
+        read = tokens(reply(on_device, on_device, depth, top=3))
+        assert not left and all(t.target_top for t in read)  # the rows read: none left on the device
+        assert audit.copies() > before if depth else audit.copies() == before  # the draft's, then copied
+        seen = [(t.token_id, t.kind, t.target_prob, t.draft_prob) for t in read]
+        assert [(t.token_id, t.kind, t.target_prob, t.draft_prob) for t in lean] == seen
+        assert depth == 0 or any(t.draft_prob is not None for t in lean)
 
 
 def test_the_eval_audit_counts_each_rounds_host_syncs(target):
