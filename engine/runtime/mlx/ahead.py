@@ -13,7 +13,10 @@ the guessed step, engine.runtime.mlx.snapshots). The round asks for it a decode 
 What the next decode waits for (the step's row as float32, its argmax and softmax normaliser where
 the device takes them) is made with the step and launched with it. MLX runs a stream's work in the
 order it was launched: a row sliced only at the wait would queue behind the step launched after
-it, and the host would wait for that step too, every token.
+it, and the host would wait for that step too, every token. And MLX signals a launch's arrays once,
+when all of it is done: the guess and the rows the decode waits for go out in a launch of their own,
+before the guessed step's, or the wait would last until that step had run too (mlx-lm's loop waits
+for a token launched with the step before, never with the one after it).
 """
 
 from __future__ import annotations
@@ -74,13 +77,16 @@ def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...], waited: R
     ban = ban_row(ctx.model.n_vocab, banned)
     row = logits[0, -1].astype(mx.float32)
     guess = mx.argmax(row if ban is None else row + ban, axis=-1)
+    # A launch of their own: MLX signals a launch's arrays once, when all of it is done, so a guess
+    # launched with the step it feeds would keep this decode's wait until that step had run too.
+    mx.async_eval(*waited.arrays(), guess)
     cache = ctx._open_cache()
     if ctx.has_state:  # the state before the guessed step: this decode's token is its position's
         ctx.snapshots.keep(cache, ctx.n_past + 1, 1)
     step = ctx.observers.forward(guess.astype(mx.uint32).reshape(1, 1), cache)
     # A one-row decode's rows, either way, banned as this one's guess (a decode that asks otherwise makes its own).
     following = Rows(step, True, ctx.acceleration.argmax_on_device, ban)
-    mx.async_eval(*waited.arrays(), guess, step, *following.arrays())
+    mx.async_eval(step, *following.arrays())
     ctx.ahead = Ahead(guess, step, following, banned)
     return guess
 
