@@ -8,11 +8,12 @@ given as ratios to mlx-lm's generate_step:
 - context: our MlxContext's pipelined decode (`pipeline_greedy`, `ban_in_rows`, then `decode`) in a
   bare loop, the argmax taken on the host as the round does on a CPU; context-dev: the device's argmax
   read instead, as the round does on a GPU;
-- bare: the same pipelined step in plain MLX (the row, the ban added on the device, and the guess
-  launched with the step, one wait a token), none of our code; bare-lean: that with only the device's
-  argmax read, the row never copied to the host; bare-late: the row sliced only at the
-  wait and the ban written into it on the host, as our decode and round did before
-  (engine.runtime.mlx.ahead says why slicing late queues the row behind the next step);
+- bare: the same pipelined step in plain MLX (the row, the ban added on the device, the guess
+  launched on its own before the step it feeds, one wait a token), none of our code; bare-lean: that
+  with only the device's argmax read, the row never copied to the host; bare-late: the
+  row sliced only at the wait, the guess launched with its step and the ban written into the row on
+  the host, as our decode and round did before (engine.runtime.mlx.ahead says why each makes the
+  wait last the next step too);
 - mlx-lm: its `generate_step` (engine.ruler.mlx_reference).
 
 engine / context is what our loop above the decode costs; context / bare what our decode's own
@@ -114,13 +115,15 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
         waited = logits[0, -1:] + ban
         for _ in range(n - 1):
             guess = mx.argmax(logits[0, -1] + ban, axis=-1)
+            if not late:  # a launch of its own: a launch's arrays are signalled when all of it is done
+                mx.async_eval(waited, guess)
             step = module(guess.reshape(1, 1), cache=cache)
             following = step[0, -1:] + ban
-            if late:  # the row sliced at the wait: queued behind the step launched before it
+            if late:  # the row sliced at the wait, the guess launched with its step: the wait lasts that step too
                 mx.async_eval(guess, step)
                 waited = logits[0, -1:]
             else:
-                mx.async_eval(waited, guess, step, following)
+                mx.async_eval(step, following)
             if lean:  # the device's argmax alone read: the row never reaches the host
                 chosen.append(int(guess.item()))
                 logits, waited = step, following

@@ -13,7 +13,10 @@ the guessed step, engine.runtime.mlx.snapshots). The round asks for it a decode 
 What the next decode waits for (the step's row as float32, its argmax and softmax normaliser where
 the device takes them) is made with the step and launched with it. MLX runs a stream's work in the
 order it was launched: a row sliced only at the wait would queue behind the step launched after
-it, and the host would wait for that step too, every token.
+it, and the host would wait for that step too, every token. And MLX signals a launch's arrays once,
+when all of it is done: the guess is the row's device argmax launched with the step before (as
+mlx-lm's loop launches its token), or, where the host takes the argmax, goes out with the rows in a
+launch of its own before the guessed step; launched with that step, the wait would last it too.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Rows:
         out = out if out.dtype == mx.float32 else out.astype(mx.float32)
         self.out = out if ban is None else out + ban
         self.top = self.normaliser = self.largest = None
+        self.launched = False  # launched with their step (ahead.launch), not on their own
         if argmax_on_device:
             self.top = mx.argmax(self.out, axis=-1)
             self.largest = mx.max(self.out, axis=-1, keepdims=True)  # the argmax's own logit
@@ -69,20 +73,29 @@ def can_pipeline(ctx: MlxContext) -> bool:
     return not ctx._unsupported and not ctx.observers.listening and ctx.n_past + 2 <= ctx.n_ctx
 
 
-def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...], waited: Rows) -> mx.array:
+def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...], waited: Rows, same_ban: bool) -> mx.array:
     """The device's greedy guess after `logits` ([1, n, vocab], this decode's) and the next step on it,
-    launched and not waited for (ctx.ahead), after this decode's `waited`; the guess, unevaluated,
-    for the decode's wait to take in."""
+    launched and not waited for (ctx.ahead), after this decode's `waited` (banned as `banned` where
+    `same_ban`); the guess, unevaluated, for the decode's wait to take in."""
     ban = ban_row(ctx.model.n_vocab, banned)
-    row = logits[0, -1].astype(mx.float32)
-    guess = mx.argmax(row if ban is None else row + ban, axis=-1)
+    if waited.top is not None and same_ban:  # the device's argmax of this very row, launched with it
+        guess = waited.top
+    else:
+        row = logits[0, -1].astype(mx.float32)
+        guess = mx.argmax(row if ban is None else row + ban, axis=-1)
+    # Launched before the guessed step, apart from it: MLX signals a launch's arrays once, when all of
+    # it is done, so a guess launched with the step it feeds would keep this decode's wait until that
+    # step had run too. Where both were launched with this decode's step (mlx-lm's way), nothing is.
+    if not (waited.launched and guess is waited.top):
+        mx.async_eval(*waited.arrays(), guess)
     cache = ctx._open_cache()
     if ctx.has_state:  # the state before the guessed step: this decode's token is its position's
         ctx.snapshots.keep(cache, ctx.n_past + 1, 1)
     step = ctx.observers.forward(guess.astype(mx.uint32).reshape(1, 1), cache)
     # A one-row decode's rows, either way, banned as this one's guess (a decode that asks otherwise makes its own).
     following = Rows(step, True, ctx.acceleration.argmax_on_device, ban)
-    mx.async_eval(*waited.arrays(), guess, step, *following.arrays())
+    mx.async_eval(step, *following.arrays())
+    following.launched = True
     ctx.ahead = Ahead(guess, step, following, banned)
     return guess
 

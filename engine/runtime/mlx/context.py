@@ -167,7 +167,7 @@ class MlxContext:
                 if waited is not None:
                     also = self.observers.batch_arrays()
                     if banned is not None and n == 1 and ahead.can_pipeline(self):  # the next step, launched
-                        also.append(ahead.launch(self, logits, banned, waited))
+                        also.append(ahead.launch(self, logits, banned, waited, banned == ban))
                     rows = self._wait_for_rows(waited, *also, defer=defer)
                 else:
                     audit.wait([c.state for c in cache], *self.observers.batch_arrays())
