@@ -25,12 +25,11 @@ from engine.runtime.contextsize import auto_context
 from engine.runtime.mlx import ahead, audit
 from engine.runtime.mlx.chain import ban_row
 from engine.runtime.mlx.hidden import BatchTaps
-from engine.runtime.mlx.hostrows import UnreadRows
+from engine.runtime.mlx.hostrows import DeviceRows, UnreadRows
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
 from engine.runtime.mlx_check import one_line
 from engine.runtime.protocol import BatchObserver, LaunchedDraft, RuntimeModel
-from engine.sampling import parts_from_top
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -50,7 +49,7 @@ class LoadedModel(RuntimeModel, Protocol):
     path: Path | None  # the folder it was loaded from; None for a model built in memory
 
 
-class MlxContext:
+class MlxContext(DeviceRows):
     """One inference context on an MLX model (a RuntimeContext): its prompt cache, its rows, timing."""
 
     def __init__(self, model: LoadedModel, options: MlxOptions, max_rows: int = 1) -> None:
@@ -255,13 +254,6 @@ class MlxContext:
         self._ban_next = banned
         return True
 
-    def defer_rows(self) -> bool:
-        """The next decode's rows stay on the device until something reads them, where the device takes
-        each row's argmax and softmax parts (a GPU): a greedy round reads nothing more, and on MLX's CUDA
-        build a row read is the row's buffer moved to the host (engine.runtime.mlx.hostrows)."""
-        self._defer_next = self.acceleration.argmax_on_device
-        return self._defer_next
-
     def feed(self, tokens: list[int], side: SideWork | None = None) -> None:
         """Decode at once and keep the row for `collect`: nothing on MLX computes on behind the host yet."""
         self.fed_at = time.perf_counter()
@@ -406,42 +398,6 @@ class MlxContext:
     def observers_paused(self) -> AbstractContextManager[None]:
         """Decode without telling the observers (nor computing hidden states for them): a plain reply."""
         return self.observers.paused()
-
-    # The accelerations' seams: the device's argmax alone on MLX (MlxOptions.acceleration says why).
-
-    def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
-        """The latest decode's greedy token per row, where the device took them: None for a row whose
-        token is banned (the caller scans that row with the ban), as llama.cpp's context answers."""
-        if self.argmax is None:
-            return None
-        if not banned or all(t not in banned for t in self.argmax):
-            return list[int | None](self.argmax)  # a list of its own: invariance keeps list[int] out
-        return [None if t in banned else t for t in self.argmax]
-
-    def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
-        """The latest decode's `rows` (as read: the ban added on the device, or none) as softmax_parts,
-        `banned` given no probability, from the device's argmax and normaliser (None where it took neither)."""
-        if self.argmax is None or self.normalisers is None:
-            return None
-        if self.largests is not None and all(b in self._banned for b in banned):  # nothing of a row to read:
-            return [  # a banned token's term is exp(-inf), nothing (parts_from_top's own test of the rest)
-                None if t in banned or not p >= 1.0 else (top, p)
-                for t, p, top in zip(self.argmax, self.normalisers, self.largests, strict=True)
-            ]
-        return [
-            None if t in banned else parts_from_top(row, t, p, banned)
-            for row, t, p in zip(rows, self.argmax, self.normalisers, strict=True)
-        ]
-
-    @property
-    def keeps_rows(self) -> bool:
-        return False
-
-    def keep_banned(self, banned: tuple[int, ...]) -> None:
-        """Nothing to do: no row stays on the device."""
-
-    def kept_row(self, position: int, out: np.ndarray) -> np.ndarray:
-        raise RuntimeFailure("the MLX runtime keeps no rows on the device.")
 
 
 @contextmanager

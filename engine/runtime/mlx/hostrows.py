@@ -8,6 +8,7 @@ logit and softmax normaliser (ahead.Rows): its tokens are the argmaxes and their
 parts alone. `UnreadRows` stands in for the rows a decode hands back there: reading it in any way
 copies the rows to the host once (counted by the eval audit) and reads the copy, so a caller that
 needs a row (the teaching mode's alternatives, a replaced draft's rank) still gets it.
+`DeviceRows` is the context's half that answers the round from the device's choices.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
+from engine.errors import RuntimeFailure
 from engine.runtime.mlx import audit
+from engine.runtime.protocol import Acceleration
+from engine.sampling import parts_from_top
 
 
 class UnreadRows:
@@ -61,3 +65,57 @@ class UnreadRows:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.host(), name)
+
+
+class DeviceRows:
+    """MlxContext's rows as the device chose them: each row's greedy token, largest logit and softmax
+    normaliser where the device took them (ahead.Rows), and whether a decode leaves its rows there.
+    MlxContext.__init__ and its decodes set the state."""
+
+    acceleration: Acceleration
+    argmax: list[int] | None
+    normalisers: list[float] | None
+    largests: list[float] | None
+    _banned: tuple[int, ...]  # the ban the latest decode added to its rows on the device
+    _defer_next: bool
+
+    def defer_rows(self) -> bool:
+        """The next decode's rows stay on the device until something reads them, where the device takes
+        each row's argmax and softmax parts (a GPU): a greedy round reads nothing more, and on MLX's CUDA
+        build a row read is the row's buffer moved to the host (engine.runtime.mlx.hostrows)."""
+        self._defer_next = self.acceleration.argmax_on_device
+        return self._defer_next
+
+    def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
+        """The latest decode's greedy token per row, where the device took them: None for a row whose
+        token is banned (the caller scans that row with the ban), as llama.cpp's context answers."""
+        if self.argmax is None:
+            return None
+        if not banned or all(t not in banned for t in self.argmax):
+            return list[int | None](self.argmax)  # a list of its own: invariance keeps list[int] out
+        return [None if t in banned else t for t in self.argmax]
+
+    def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
+        """The latest decode's `rows` (as read: the ban added on the device, or none) as softmax_parts,
+        `banned` given no probability, from the device's argmax and normaliser (None where it took neither)."""
+        if self.argmax is None or self.normalisers is None:
+            return None
+        if self.largests is not None and all(b in self._banned for b in banned):  # nothing of a row to read:
+            return [  # a banned token's term is exp(-inf), nothing (parts_from_top's own test of the rest)
+                None if t in banned or not p >= 1.0 else (top, p)
+                for t, p, top in zip(self.argmax, self.normalisers, self.largests, strict=True)
+            ]
+        return [
+            None if t in banned else parts_from_top(row, t, p, banned)
+            for row, t, p in zip(rows, self.argmax, self.normalisers, strict=True)
+        ]
+
+    @property
+    def keeps_rows(self) -> bool:
+        return False
+
+    def keep_banned(self, banned: tuple[int, ...]) -> None:
+        """Nothing to do: no row stays on the device."""
+
+    def kept_row(self, position: int, out: np.ndarray) -> np.ndarray:
+        raise RuntimeFailure("the MLX runtime keeps no rows on the device.")
