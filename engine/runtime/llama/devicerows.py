@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import RuntimeFailure
+from engine.runtime.contexts import device_choices
 from engine.runtime.llama.devicegreedy import DeviceGreedy
 from engine.runtime.llama.keptrows import RowKeeper
 from engine.runtime.llama.options import LoadedModel
@@ -56,11 +57,7 @@ class DeviceRows:
         """The latest decode's greedy token per output row, where the device took them: None for
         the whole decode where it did not, and for a row where it chose a banned token (the caller
         scans that row with the ban)."""
-        if self.argmax is None:
-            return None
-        if not banned or all(t not in banned for t in self.argmax):
-            return list[int | None](self.argmax)  # a list of its own: invariance keeps list[int] out
-        return [None if t in banned else t for t in self.argmax]
+        return device_choices(self.argmax, banned)
 
     def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
         """Each of the latest decode's `rows` (as read, before any ban is written into them) as

@@ -19,6 +19,7 @@ import mlx.core as mx
 import numpy as np
 
 from engine.errors import RuntimeFailure
+from engine.runtime.contexts import device_choices
 from engine.runtime.mlx import audit
 from engine.runtime.protocol import Acceleration
 from engine.sampling import parts_from_top
@@ -89,11 +90,7 @@ class DeviceRows:
     def device_choices(self, banned: tuple[int, ...] = ()) -> list[int | None] | None:
         """The latest decode's greedy token per row, where the device took them: None for a row whose
         token is banned (the caller scans that row with the ban), as llama.cpp's context answers."""
-        if self.argmax is None:
-            return None
-        if not banned or all(t not in banned for t in self.argmax):
-            return list[int | None](self.argmax)  # a list of its own: invariance keeps list[int] out
-        return [None if t in banned else t for t in self.argmax]
+        return device_choices(self.argmax, banned)
 
     def device_parts(self, rows: np.ndarray, banned: tuple[int, ...] = ()) -> list[tuple[float, float] | None] | None:
         """The latest decode's `rows` (as read: the ban added on the device, or none) as softmax_parts,
