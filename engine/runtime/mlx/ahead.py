@@ -15,8 +15,10 @@ the device takes them) is made with the step and launched with it. MLX runs a st
 order it was launched: a row sliced only at the wait would queue behind the step launched after
 it, and the host would wait for that step too, every token. And MLX signals a launch's arrays once,
 when all of it is done: the guess is the row's device argmax launched with the step before (as
-mlx-lm's loop launches its token), or, where the host takes the argmax, goes out with the rows in a
-launch of its own before the guessed step; launched with that step, the wait would last it too.
+mlx-lm's loop launches its token), or, where the host takes the argmax (the first step of a reply on
+MLX's CPU backend), goes out with the rows in a launch of its own before the guessed step; launched
+with that step, the wait would last it too. A launched step's rows always bring their argmax and
+softmax parts (Rows), on the CPU backend too, so a pipelined round reads none of its row.
 """
 
 from __future__ import annotations
@@ -92,8 +94,11 @@ def launch(ctx: MlxContext, logits: mx.array, banned: tuple[int, ...], waited: R
     if ctx.has_state:  # the state before the guessed step: this decode's token is its position's
         ctx.snapshots.keep(cache, ctx.n_past + 1, 1)
     step = ctx.observers.forward(guess.astype(mx.uint32).reshape(1, 1), cache)
-    # A one-row decode's rows, either way, banned as this one's guess (a decode that asks otherwise makes its own).
-    following = Rows(step, True, ctx.acceleration.argmax_on_device, ban)
+    # A one-row decode's rows, either way, banned as this one's guess (a decode that asks otherwise makes its
+    # own), with their argmax and softmax parts on every device: the step after it is guessed from that very
+    # argmax, and the round then reads nothing of the row (on MLX's CPU backend the normaliser's pass costs
+    # the device what mlx-lm's logsumexp a token does; numpy's pass on the host held up the round's loop).
+    following = Rows(step, True, True, ban)
     mx.async_eval(step, *following.arrays())
     following.launched = True
     ctx.ahead = Ahead(guess, step, following, banned)

@@ -21,7 +21,8 @@ class MlxOptions:
     prefill_chunk: int = 512  # tokens a decode runs at once; a cancelled prefill stops between chunks
     # Each row's greedy token taken in the decode's graph, read with its rows in one sync. None: on a
     # GPU (where it saves the host a pass over each row); on MLX's CPU backend its argmax is several
-    # times slower than numpy's over the same memory, which the rows share without a copy there.
+    # times slower than numpy's over the same memory, which the rows share without a copy there (a plain
+    # step launched on the device's guess takes them on the device everywhere: engine.runtime.mlx.ahead).
     argmax_on_device: bool | None = None
 
     @property

@@ -19,6 +19,7 @@ from mlx.utils import tree_flatten  # noqa: E402
 from mlx_lm.generate import speculative_generate_step  # noqa: E402
 from mlx_lm.models import mamba, qwen2  # noqa: E402
 
+from engine import speculative  # noqa: E402
 from engine.cli import summary  # noqa: E402
 from engine.depth import FixedDepth  # noqa: E402
 from engine.drafting import ModelDrafter  # noqa: E402
@@ -414,15 +415,24 @@ def test_plain_greedy_decoding_launches_each_step_on_the_devices_guess(target, m
     taken: list[bool] = []
     take = ahead.take
     monkeypatch.setattr(ahead, "take", lambda ctx, toks: taken.append(ctx.ahead is not None) or take(ctx, toks))
+    host_softmax: list[int] = []
+    softmax_at = speculative.softmax_at
+    monkeypatch.setattr(speculative, "softmax_at", lambda *a: host_softmax.append(a[1]) or softmax_at(*a))
     events = reply(target, None, 0)
     seen = list(taken)
     rounds = [e for e in events if isinstance(e, RoundEvent)]
     ctx = target.new_context()
     row, _ = ctx.prefill(PROMPT)
-    plain = [int(row.argmax())]
+    plain, probs = [int(row.argmax())], [softmax_at(row, int(row.argmax()))]
     while len(plain) < N_TOKENS:
-        plain.append(int(ctx.decode([plain[-1]], all_logits=False)[-1].argmax()))
+        row = ctx.decode([plain[-1]], all_logits=False)[-1]
+        plain.append(int(row.argmax()))
+        probs.append(softmax_at(row, plain[-1]))
     assert [t.token_id for t in tokens(events)] == plain
+    # A launched step's argmax and probability are the device's (its softmax parts), on this CPU too: the
+    # host's pass over a row is the prompt's row and the first decode's alone, launched before any guess.
+    assert host_softmax == plain[:2]
+    assert [t.target_prob for t in tokens(events)] == pytest.approx(probs, rel=1e-5)
     assert [r.host_syncs for r in rounds[1:]] == [1] * (N_TOKENS - 1)
     # Round 1 launches the first step ahead; every later round takes the one launched before it.
     assert seen == [False, False] + [True] * (N_TOKENS - 2)  # the prompt's decode, then the rounds
