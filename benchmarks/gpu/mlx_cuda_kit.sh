@@ -11,7 +11,7 @@
 set -euo pipefail
 KIT=$(realpath -m "${1:?usage: mlx_cuda_kit.sh KITDIR}")
 HERE=$(cd "$(dirname "$0")" && pwd); SRC=$(cd "$HERE/../.." && pwd)
-PY=${PY:-python3}
+PY=${PY:-python3}; case $PY in */*) PY=$(realpath "$PY") ;; esac  # the script changes directory below
 T=${TMPDIR:-/tmp}/mlxcuda-kit; mkdir -p "$T" "$KIT/base" "$KIT/fallA" "$KIT/fallB"
 cd "$T"
 [ -f mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl ] || $PY -m pip download -q --no-deps -d . 'mlx-cuda-13==0.32.4'
