@@ -107,7 +107,7 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
 
     def bare(late: bool = False, lean: bool = False) -> tuple[float, list[int]]:
         cache, row = _prefill(module, ids)
-        first = np.array(row)
+        first = np.array(row.astype(mx.float32))  # a bfloat16 model's row: numpy has no bfloat16
         first[list(banned)] = -np.inf
         chosen = [int(first.argmax())]
         t0 = time.perf_counter()
@@ -121,7 +121,7 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
             following = step[0, -1:] + ban
             if late:  # the row sliced at the wait, the guess launched with its step: the wait lasts that step too
                 mx.async_eval(guess, step)
-                waited = logits[0, -1:]
+                waited = logits[0, -1:].astype(mx.float32)
             else:
                 mx.async_eval(step, following)
             if lean:  # the device's argmax alone read: the row never reaches the host
