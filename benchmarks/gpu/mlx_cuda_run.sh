@@ -2,7 +2,8 @@
 # On the H200, from the repository root: bash benchmarks/gpu/mlx_cuda_run.sh KIT [PHASES]   (KIT from mlx_cuda_kit.sh)
 # PHASES, a comma list: setup (MLX's CUDA build into /tmp/mlxsite, the kit's sources into /tmp/mlxsrc; kept while
 # the machine stays warm), check (the default device, a matrix product), self, pair, random (benchmarks/mlx_cuda.py
-# --pair self / --pair 0.5b --agree / --pair 0.5b), split (benchmarks/mlx_host_split.py --kind gpu, SPLIT_ARGS).
+# --pair self / --pair 0.5b --agree / --pair 0.5b), split (benchmarks/mlx_host_split.py --kind gpu, SPLIT_ARGS),
+# paired (benchmarks/mlx_pair_profile.py: ours and mlx-lm alternated run by run on the --agree pair, PAIRED_ARGS).
 # LIB=full reassembles the whole stripped library from KIT/fallA and KIT/fallB (or /tmp/mlxparts, where an earlier
 # call on this machine left part 1) instead of the sm_90 one. DEADLINE (580 s) bounds the whole script. BENCH_ARGS
 # goes to every bench (default --tokens 128 --repeats 3 --depths 0,1,2,3 --only code,qa).
@@ -65,6 +66,11 @@ run_bench() {  # run_bench NAME ARGS...
 want self && run_bench self --pair self
 want pair && run_bench pair --pair 0.5b --agree
 want random && run_bench random --pair 0.5b
+if want paired; then  # each run of ours beside one of mlx-lm's, seconds apart: a ratio per pair (mlx_pair_profile.py)
+  log "paired: python3 benchmarks/mlx_pair_profile.py ${PAIRED_ARGS:---depths 0,1,2,3,4 --repeats 9}"
+  (cd $SRC && timeout 300 python3 benchmarks/mlx_pair_profile.py ${PAIRED_ARGS:---depths 0,1,2,3,4 --repeats 9}) > "$OUT/paired.txt" 2>&1
+  log "paired: exit $?"; grep -v '^    ' "$OUT/paired.txt" | tail -24 | tee -a "$OUT/run.log"
+fi
 if want split; then  # where a plain reply's host time goes (benchmarks/mlx_host_split.py), the 1.5B shape
   log "split: python3 benchmarks/mlx_host_split.py --kind gpu ${SPLIT_ARGS:---tokens 128 --repeats 7}"
   (cd $SRC && timeout 300 python3 benchmarks/mlx_host_split.py --kind gpu ${SPLIT_ARGS:---tokens 128 --repeats 7}) > "$OUT/split.txt" 2>&1
