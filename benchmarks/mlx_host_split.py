@@ -159,7 +159,12 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
-    target = folder(args.kind, Path(tempfile.mkdtemp()))
+    with tempfile.TemporaryDirectory() as where:  # a GPU-shaped folder is gigabytes: none left behind
+        return measure(args, Path(where))
+
+
+def measure(args: argparse.Namespace, where: Path) -> int:
+    target = folder(args.kind, where)
     drafter = "mtp" if args.kind == "hybrid" else None
     engine = Engine.load(target, drafter, RuntimeOptions(n_ctx=4096), runtime="mlx")
     ids = engine.tokenize_prompt(engine.render([Message("user", BUILT_IN["qa"])]))

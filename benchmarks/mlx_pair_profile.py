@@ -52,10 +52,14 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="each loop once under cProfile, per depth")
     parser.add_argument("--top", type=int, default=18)
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as where:  # the two folders are gigabytes at the real shapes
+        return measure(args, Path(where))
+
+
+def measure(args: argparse.Namespace, root: Path) -> int:
     import mlx.core as mx
 
     print(f"mlx {mx.__version__}, default device {mx.default_device()}", flush=True)
-    root = Path(tempfile.mkdtemp())
     big, little, vocab = ("small", "small", 4096) if args.small else ("1.5b", "0.5b", VOCAB)
     target = write_folder(root / "target", big, 0, "bfloat16", True, vocab)
     drafter = write_folder(root / "drafter", little, 1, "bfloat16", True, vocab)

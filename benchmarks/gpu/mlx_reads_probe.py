@@ -42,4 +42,3 @@ for k, v in res.items():
     print(
         f"{k:24} median {1e6 * statistics.median(v[10:]):7.1f} us  (p90 {1e6 * sorted(v[10:])[int(0.9 * len(v[10:]))]:.1f})"
     )
-print("unified memory:", mx.device_info().get("unified_memory", "?") if hasattr(mx, "device_info") else "?")
