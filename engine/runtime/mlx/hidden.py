@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.errors import RuntimeFailure
 from engine.runtime.mlx import audit
+from engine.runtime.mlx.compiled import CompiledForward
 from engine.runtime.protocol import BatchObserver
 
 # A model's logits against lm_head(model(x)) on one token, relative to their size: the same
@@ -85,7 +86,7 @@ class Parts:
 class BatchTaps:
     """One MLX context's observers, the layers they asked for, and the decode that feeds them."""
 
-    def __init__(self, module: nn.Module, name: str) -> None:
+    def __init__(self, module: nn.Module, name: str, compiled: bool = True, longest: int = 1 << 20) -> None:
         self._module, self._name = module, name
         self._parts: Parts | None = None
         self.entries: list[tuple[BatchObserver, bool]] = []  # and whether each wants hidden states
@@ -95,6 +96,7 @@ class BatchTaps:
         self.layer_out: dict[int, mx.array] = {}  # the latest batch's tapped layers, [1, n, width] each
         self.hidden: mx.array | None = None  # the latest batch's last layer, normed, [1, n, width]
         self._waited = False  # the decode's own wait took the batch's arrays in (batch_arrays)
+        self.compiled = CompiledForward(module, compiled, longest)  # a short batch's decode where nothing listens
 
     @property
     def parts(self) -> Parts:
@@ -158,18 +160,37 @@ class BatchTaps:
 
     def forward(self, inputs: mx.array, cache: list[Any]) -> mx.array:
         """The model's logits for `inputs` ([1, n]); with observers, the batch's hidden states kept too."""
-        if not self.listening:
-            return self._module(inputs, cache=cache)
+        if not self.listening:  # nothing reads the layers: the model's logits alone
+            logits = self.compiled(inputs, cache)
+            return self._module(inputs, cache=cache) if logits is None else logits
         parts = self.parts
+        layers = sorted(self._layers)
+
+        def body(x: mx.array, slots: list[Any]) -> tuple[mx.array, ...]:
+            hidden, tapped = self._inner(parts, x, slots)
+            return (parts.head(hidden), hidden, *(tapped[i] for i in layers))
+
+        # Compiled too where it applies: one trace set for each set of tapped layers.
+        out = self.compiled.run(inputs, cache, body, ("hidden", tuple(layers)))
+        if out is None:
+            hidden, self.layer_out = self._inner(parts, inputs, cache)
+            logits = parts.head(hidden)
+        else:
+            logits, hidden, *tapped = out
+            self.layer_out = dict(zip(layers, tapped, strict=True))
+        self.hidden = hidden
+        self._waited = False
+        return logits
+
+    def _inner(self, parts: Parts, inputs: mx.array, cache: list[Any]) -> tuple[mx.array, dict[int, mx.array]]:
+        """The decoder stack's last layer (normed) for `inputs`, and what each tapped layer returned."""
         self.layer_out = {}
         self.recording = True
         try:
             hidden = parts.inner(inputs, cache=cache)
         finally:
             self.recording = False
-        self.hidden = hidden
-        self._waited = False
-        return parts.head(hidden)
+        return hidden, self.layer_out
 
     def batch_arrays(self) -> list[mx.array]:
         """What the observers will read of the batch just run, for the decode's own wait to take in

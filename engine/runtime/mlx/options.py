@@ -24,11 +24,19 @@ class MlxOptions:
     # times slower than numpy's over the same memory, which the rows share without a copy there (a plain
     # step launched on the device's guess takes them on the device everywhere: engine.runtime.mlx.ahead).
     argmax_on_device: bool | None = None
+    # A short batch's decode compiled (engine.runtime.mlx.compiled), its attention over the whole KV
+    # buffer behind a mask. None: where the attention's kernel takes that mask, MLX's CPU backend (whose
+    # attention is plain operations either way) and Metal (its sdpa_vector kernel reads a bool mask); not
+    # MLX's CUDA build, whose vector kernel refuses an array mask, so the step attends in several kernels
+    # (docs/ruler.md: 0.86x mlx-lm at d0 on an H100, against 0.95-0.98 uncompiled).
+    compiled_decode: bool | None = None
 
     @property
     def mode(self) -> str:
-        """MLX has one way to run a batch: its mode is the device it runs on ("mlx cpu", "mlx gpu")."""
-        return f"mlx {device()}"
+        """MLX has one way to run a batch: its mode is the device it runs on ("mlx cpu", "mlx gpu"), and
+        "compiled" where its short decodes are (compiled_decode): a box profile measured one way does
+        not price the other."""
+        return f"mlx {device()} compiled" if self.compiles() else f"mlx {device()}"
 
     @property
     def threads(self) -> int:
@@ -43,6 +51,14 @@ class MlxOptions:
         a lazy graph evaluated later (mx.async_eval), to be measured on Apple silicon."""
         argmax = device() == "gpu" if self.argmax_on_device is None else self.argmax_on_device
         return Acceleration(argmax_on_device=argmax)
+
+    def compiles(self) -> bool:
+        """Whether a context's short decodes run compiled (compiled_decode, above)."""
+        if self.compiled_decode is not None:
+            return self.compiled_decode
+        import mlx.core as mx
+
+        return device() == "cpu" or mx.metal.is_available()
 
 
 @functools.cache

@@ -29,6 +29,11 @@ _recording: ContextVar[list[tuple] | None] = ContextVar("gated_delta_recording",
 _original_step = gated_delta._gated_delta_step_ops
 
 
+def recording() -> bool:
+    """Whether a batch's per-step states are being recorded (a decode must then run the model's own code)."""
+    return _recording.get() is not None
+
+
 def _recording_step(*args: Any, **kwargs: Any) -> tuple[mx.array, mx.array]:
     y, state = _original_step(*args, **kwargs)
     record = _recording.get()

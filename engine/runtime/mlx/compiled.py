@@ -1,0 +1,191 @@
+"""A model's short decodes compiled (mx.compile), positions held as arrays, as MTPLX runs its verify.
+
+A decode step of a small model is hundreds of operations, and where the device runs them in
+milliseconds (a Mac's GPU, a small model anywhere) the host building them (the model's Python, a
+graph node each) and encoding their kernels takes about as long as the device running them. A
+compiled step is traced once: later calls replay the graph, and MLX fuses its elementwise runs
+(the MLP's gate, the residual adds) into single kernels. A trace is reused only for inputs of the
+same shapes, and mlx-lm's KVCache hands each layer a slice as long as the positions filled, a new
+shape every token. So the step here takes each attention layer's whole buffer, writes the batch
+at the position held as an array (mx.slice_update) and masks what lies past it: one trace serves
+every position of a buffer's size. Buffers grow by doubling where the step needs room, so a reply
+meets a trace per buffer size and batch length (a handful), not one per token; a buffer never
+grows past the context's positions. A recurrent layer (an ArraysCache: a gated delta-net's window
+and state) keeps arrays of one shape: they go in and come out as they are. A decode whose layers a
+drafter reads (engine.runtime.mlx.hidden) is compiled with them as outputs, a trace set for each
+set of layers read.
+
+Where it runs is MlxOptions.compiled_decode's to say: on MLX's CPU backend and Metal, whose
+attention kernels read the mask, not on its CUDA build, whose vector kernel refuses one. Only
+mlx-lm's plain KVCache and ArraysCache layers take part; a model with any other cache (a sliding
+window, quantized keys) decodes as it always did, as does a hybrid's batch whose per-step states
+are being recorded (engine.runtime.mlx.stepstates: its verify on the CPU). A model whose code will
+not trace with an array for its position (a Python branch on it) is found at its first compiled
+call, which then runs uncompiled, as do all its later calls. Long batches (a prompt's chunks) are
+never compiled: a trace for each length would cost more than it saves. A trace costs about one
+uncompiled step (20-30 ms for a 28-layer qwen2 on this CPU); the first of a process or machine also
+compiles its fused kernels (0.85 s there, once: MLX keeps the CPU's on disk).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import ArraysCache, KVCache
+
+from engine.runtime.mlx.stepstates import recording
+
+# The longest batch compiled: a verify of a deep draft; a prompt's chunks run as the model's own code.
+LONGEST = 16
+SMALLEST_BUFFER = 256  # mlx-lm's KVCache.step: the size its own first decode gives a buffer
+Body = Callable[[mx.array, list[Any]], tuple[mx.array, ...]]  # what a compiled decode runs on its cache
+
+
+class _Slot:
+    """One attention layer's cache inside the traced step: its whole buffers and the batch's first
+    position (an array)."""
+
+    def __init__(self, keys: mx.array, values: mx.array, offset: mx.array) -> None:
+        self.keys, self.values, self.offset = keys, values, offset
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        self.keys = mx.slice_update(self.keys, keys, self.offset, axes=(2,))
+        self.values = mx.slice_update(self.values, values, self.offset, axes=(2,))
+        return self.keys, self.values
+
+    def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
+        """Each of the batch's rows sees the buffer up to its own position, nothing past it."""
+        if window_size is not None:  # a windowed layer's cache is never a KVCache: not traced
+            raise ValueError("a sliding window is not compiled")
+        return mx.arange(self.keys.shape[2])[None] <= self.offset + mx.arange(n)[:, None]
+
+
+def _room(cache: KVCache, n: int, longest: int) -> None:
+    """Grow `cache`'s buffers, doubling, until `n` more positions fit; never past `longest` positions
+    (the context's), where they fit in that."""
+    size = cache.keys.shape[2]
+    wanted = cache.offset + n
+    if wanted <= size:
+        return
+    grown = max(size, SMALLEST_BUFFER)
+    while grown < wanted:
+        grown *= 2
+    grown = max(wanted, min(grown, longest))
+    pad = [(0, 0), (0, 0), (0, grown - size), (0, 0)]
+    cache.keys, cache.values = mx.pad(cache.keys, pad), mx.pad(cache.values, pad)
+
+
+def _plain_state(c: Any) -> bool:
+    """A recurrent layer's cache as a lone sequence leaves it: every array there, no padding, no lengths."""
+    return (
+        type(c) is ArraysCache and c.left_padding is None and c.lengths is None and all(a is not None for a in c.cache)
+    )
+
+
+class CompiledForward:
+    """A model's decode of a short batch, compiled; `__call__` answers None where it does not apply
+    (the caller then runs the model itself). `run` compiles another body over the same cache (a decode
+    that keeps its hidden states and tapped layers: engine.runtime.mlx.hidden), one trace set a `key`."""
+
+    def __init__(self, module: nn.Module, enabled: bool = True, longest: int = 1 << 20) -> None:
+        """`enabled` False: never compiled (MlxOptions.compiled_decode); `longest`: the context's
+        positions, which a buffer grown here never passes."""
+        self._module, self._longest = module, longest
+        self.enabled = enabled  # turned off for good by a model whose code will not trace
+        self._steps: dict[Hashable, Callable[..., Any]] = {}
+        self._layout: tuple[int, ...] = ()  # the arrays each layer hands the traced step (0: a KVCache's two)
+        self.calls = 0  # decodes that ran compiled
+        self.lengths: Counter[int] = Counter()  # and how many of each batch length
+
+    def _slots(self, offset: mx.array, arrays: tuple[mx.array, ...]) -> list[Any]:
+        """The traced step's cache: each layer's arrays as the model's code reads and writes them."""
+        slots: list[Any] = []
+        at = 0
+        for size in self._layout:
+            if size == 0:
+                slots.append(_Slot(arrays[at], arrays[at + 1], offset))
+                at += 2
+            else:
+                state = ArraysCache(size)
+                state.cache = list(arrays[at : at + size])
+                slots.append(state)
+                at += size
+        return slots
+
+    def _step(self, key: Hashable, body: Body) -> Callable[..., Any]:
+        step = self._steps.get(key)
+        if step is None:
+
+            def traced(inputs: mx.array, offset: mx.array, *arrays: mx.array) -> tuple[mx.array, ...]:
+                slots = self._slots(offset, arrays)
+                return (*body(inputs, slots), *_arrays(slots))
+
+            step = self._steps[key] = mx.compile(traced)
+        return step
+
+    def applies(self, inputs: mx.array, cache: list[Any]) -> bool:
+        """Whether a decode of `inputs` ([1, n]) on `cache` runs compiled: a short batch after the first
+        (the buffers exist), every attention layer a KVCache at one position, every recurrent one a
+        plain ArraysCache, and no per-step states being recorded."""
+        if not self.enabled or inputs.shape[1] > LONGEST or not cache:
+            return False
+        offsets, states = set(), False
+        for c in cache:
+            if type(c) is KVCache and c.keys is not None:
+                offsets.add(c.offset)
+            elif _plain_state(c):
+                states = True
+            else:
+                return False
+        # The recording is the process's: a model without recurrent layers adds nothing to it.
+        return len(offsets) <= 1 and not (states and recording())
+
+    def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array | None:
+        """The logits of `inputs` ([1, n]) decoded on `cache`, which then holds them; None where this
+        model or batch is not compiled (`cache` untouched)."""
+        out = self.run(inputs, cache, lambda x, slots: (self._module(x, cache=slots),), "logits")
+        return None if out is None else out[0]
+
+    def run(self, inputs: mx.array, cache: list[Any], body: Body, key: Hashable) -> tuple[mx.array, ...] | None:
+        """`body(inputs, cache)`'s arrays, compiled (one trace set a `key`, which names what the body
+        does), `cache` then holding the batch; None where it does not apply (`cache` untouched)."""
+        if not self.applies(inputs, cache):
+            return None
+        n = int(inputs.shape[1])
+        offset = 0
+        for c in cache:
+            if type(c) is KVCache:
+                _room(c, n, self._longest)
+                offset = c.offset
+        self._layout = tuple(0 if type(c) is KVCache else len(c.cache) for c in cache)
+        arrays = _arrays(cache)
+        try:
+            out = self._step(key, body)(inputs, mx.array(offset, dtype=mx.int32), *arrays)
+        except Exception:  # its code branches on the position, or more: it runs as it always did
+            self.enabled = False
+            return None
+        at = len(out) - len(arrays)
+        results = tuple(out[:at])
+        for c in cache:
+            if type(c) is KVCache:
+                c.keys, c.values = out[at], out[at + 1]
+                c.offset += n
+                at += 2
+            else:
+                c.cache = list(out[at : at + len(c.cache)])
+                at += len(c.cache)
+        self.calls += 1
+        self.lengths[n] += 1
+        return results
+
+
+def _arrays(cache: list[Any]) -> list[mx.array]:
+    """Every layer's arrays in order: a KV layer's keys and values, a recurrent layer's state arrays."""
+    out: list[mx.array] = []
+    for c in cache:
+        out.extend((c.keys, c.values) if isinstance(c, (KVCache, _Slot)) else c.cache)
+    return out
