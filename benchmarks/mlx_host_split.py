@@ -4,7 +4,8 @@ Four arms write the same greedy tokens after the same prompt on one random-weigh
 timed over its decode only, interleaved in a rotating order after a warm-up; the medians are
 given as ratios to mlx-lm's generate_step:
 
-- engine: `Engine.stream` at depth 0 (the round, the events, detokenizing, the stats);
+- engine: `Engine.stream` at depth 0 (the round, the events, detokenizing, the stats); engine-uncompiled:
+  that with the short decodes run as the model's own code (engine.runtime.mlx.compiled), not compiled;
 - context: our MlxContext's pipelined decode (`pipeline_greedy`, `ban_in_rows`, then `decode`) in a
   bare loop, the argmax taken on the host as the round does on a CPU; context-dev: the device's argmax
   read instead, as the round does on a GPU;
@@ -44,6 +45,7 @@ from engine.events import RunStats  # noqa: E402
 from engine.ruler.mlx_reference import _prefill, mlx_lm_run  # noqa: E402
 from engine.ruler.prompts import BUILT_IN  # noqa: E402
 from engine.runtime import RuntimeOptions  # noqa: E402
+from engine.runtime.mlx.compiled import CompiledForward  # noqa: E402
 from engine.session import Engine  # noqa: E402
 from engine.speculative import GenerationConfig  # noqa: E402
 
@@ -85,6 +87,19 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
             stats = event
         assert isinstance(stats, RunStats)
         return stats.decode_s, list(stats.token_ids)
+
+    def uncompiled(arm: Arm) -> Arm:
+        """`arm` with the context's short decodes run as the model's own code (engine.runtime.mlx.compiled)."""
+
+        def run() -> tuple[float, list[int]]:
+            taps = engine.ctx.observers  # type: ignore[attr-defined]
+            kept, taps.compiled = taps.compiled, CompiledForward(module, enabled=False)
+            try:
+                return arm()
+            finally:
+                taps.compiled = kept
+
+        return run
 
     def context(device: bool = False) -> tuple[float, list[int]]:
         engine.forget()
@@ -144,6 +159,7 @@ def arms(engine: Engine, ids: list[int], n: int) -> dict[str, Arm]:
 
     return {
         "engine": ours,
+        "engine-uncompiled": uncompiled(ours),
         "context": context,
         "context-dev": lambda: context(device=True),
         "bare": bare,

@@ -56,6 +56,11 @@ def main() -> int:
         return measure(args, Path(where))
 
 
+def compiled(ctx: object) -> int:
+    """How many of a context's decodes ran compiled (engine.runtime.mlx.compiled)."""
+    return int(ctx.observers.compiled.calls)  # type: ignore[attr-defined]
+
+
 def measure(args: argparse.Namespace, root: Path) -> int:
     import mlx.core as mx
 
@@ -112,7 +117,8 @@ def measure(args: argparse.Namespace, root: Path) -> int:
         print(
             "  ours per round (ms, medians): "
             + ", ".join(f"{p[:-2]} {v:.3f}" for p, v in per_round.items())
-            + f"; rounds {splits[-1].rounds}, syncs/round {splits[-1].syncs_per_round}",
+            + f"; rounds {splits[-1].rounds}, syncs/round {splits[-1].syncs_per_round}"
+            + f"; compiled decodes so far: target {compiled(engine.ctx)}, drafter {compiled(draft.ctx)}",
             flush=True,
         )
         if args.profile:
