@@ -92,7 +92,7 @@ def markdown(result: BenchResult) -> str:
         )
         + f"; {cfg['n_tokens']} tokens per run (end-of-generation banned), greedy; median of {cfg['repeats']} "
         "interleaved repeats, each after a warm-up.",
-        f"- Arms: `{OURS}` our engine on MLX, `{MLX_LM}` mlx-lm's generate_step (d0) and speculative_generate_step "
+        f"- Arms: `{OURS}` our engine on MLX ({cfg.get('mode', 'mlx')}), `{MLX_LM}` mlx-lm's generate_step (d0) and speculative_generate_step "
         f"(dK) on the same modules and token ids, `{MLX_VLM}` mlx-vlm's own model class and drafter on the same "
         f"folders (its run_speculative_rounds, greedy: no id banned), `{OURS_LLAMA}` our engine on llama.cpp on "
         "the GGUF pair; the oracle at a depth is the mlx-lm or mlx-vlm arm run there."
