@@ -21,21 +21,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "engine" / "runtime")]
 
-from mlx_targets import PROMPT, write_target  # noqa: E402
+from mlx_targets import PROMPT, load_target, write_target  # noqa: E402
 
 from engine.depth import FixedDepth  # noqa: E402
 from engine.drafting import kinds  # noqa: E402
 from engine.drafting.base import Drafter  # noqa: E402
 from engine.events import TokenEvent  # noqa: E402
 from engine.rounds import GenerationConfig, Prefill  # noqa: E402
-from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
+from engine.runtime.mlx import MlxContext, MlxOptions  # noqa: E402
 from engine.speculative import generate  # noqa: E402
 
-
-def load(folder: Path, compiled: bool) -> MlxModel:
-    model = MlxModel.load(folder, MlxOptions(compiled_decode=compiled))
-    model.module.language_model.model.ssm_idx = None  # mlx-lm 0.32.2 masks a recurrent layer it lacks
-    return model
+MODES = {"compiled": True, "uncompiled": False}
 
 
 def reply(context: tuple[MlxContext, Drafter | None], depth: int, tokens: int) -> tuple[float, list[int]]:
@@ -61,7 +57,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = write_target(Path(tmp) / "target", 7, "noisy", layers=args.layers, width=args.width, interval=1)
-        models = {"compiled": load(folder, True), "uncompiled": load(folder, False)}
+        models = {name: load_target(folder, MlxOptions(compiled_decode=on)) for name, on in MODES.items()}
         print(f"all-attention Qwen 3.5, {args.width} x {args.layers}, {args.tokens} tokens, medians of {args.repeats}")
         for depth in [int(d) for d in args.depths.split(",")]:
             contexts: dict[str, tuple[MlxContext, Drafter | None]] = {}

@@ -131,37 +131,50 @@ class CompiledForward:
         """Whether a decode of `inputs` ([1, n]) on `cache` runs compiled: a short batch after the first
         (the buffers exist), every attention layer a KVCache at one position, every recurrent one a
         plain ArraysCache, and no per-step states being recorded."""
+        return self._plan(inputs, cache) is not None
+
+    def _plan(self, inputs: mx.array, cache: list[Any]) -> tuple[int, tuple[int, ...]] | None:
+        """Where `applies`: the batch's first position and each layer's arrays (0: a KVCache's two), in
+        one pass over the layers; else None."""
         if not self.enabled or inputs.shape[1] > LONGEST or not cache:
-            return False
-        offsets, states = set(), False
+            return None
+        offset, layout, states = -1, [], False
         for c in cache:
             if type(c) is KVCache and c.keys is not None:
-                offsets.add(c.offset)
+                if offset not in (-1, c.offset):
+                    return None
+                offset = c.offset
+                layout.append(0)
             elif _plain_state(c):
                 states = True
+                layout.append(len(c.cache))
             else:
-                return False
+                return None
         # The recording is the process's: a model without recurrent layers adds nothing to it.
-        return len(offsets) <= 1 and not (states and recording())
+        if states and recording():
+            return None
+        return max(offset, 0), tuple(layout)
 
     def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array | None:
         """The logits of `inputs` ([1, n]) decoded on `cache`, which then holds them; None where this
         model or batch is not compiled (`cache` untouched)."""
-        out = self.run(inputs, cache, lambda x, slots: (self._module(x, cache=slots),), "logits")
+        out = self.run(inputs, cache, self._logits, "logits")
         return None if out is None else out[0]
+
+    def _logits(self, inputs: mx.array, slots: list[Any]) -> tuple[mx.array]:
+        return (self._module(inputs, cache=slots),)
 
     def run(self, inputs: mx.array, cache: list[Any], body: Body, key: Hashable) -> tuple[mx.array, ...] | None:
         """`body(inputs, cache)`'s arrays, compiled (one trace set a `key`, which names what the body
         does), `cache` then holding the batch; None where it does not apply (`cache` untouched)."""
-        if not self.applies(inputs, cache):
+        plan = self._plan(inputs, cache)
+        if plan is None:
             return None
+        offset, self._layout = plan
         n = int(inputs.shape[1])
-        offset = 0
-        for c in cache:
-            if type(c) is KVCache:
+        for c, size in zip(cache, self._layout, strict=True):
+            if size == 0:
                 _room(c, n, self._longest)
-                offset = c.offset
-        self._layout = tuple(0 if type(c) is KVCache else len(c.cache) for c in cache)
         arrays = _arrays(cache)
         try:
             out = self._step(key, body)(inputs, mx.array(offset, dtype=mx.int32), *arrays)

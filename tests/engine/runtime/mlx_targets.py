@@ -301,8 +301,8 @@ def next_tokens(folder: Path) -> list[int]:
     return mx.argmax(normed @ saved["language_model.lm_head.weight"].T, axis=-1).tolist()
 
 
-def load_target(folder: Path) -> MlxModel:
-    model = MlxModel.load(folder, MlxOptions())
+def load_target(folder: Path, options: MlxOptions | None = None) -> MlxModel:
+    model = MlxModel.load(folder, options or MlxOptions())
     # mlx-lm 0.32.2 builds a mask for a recurrent layer that an all-attention Qwen 3.5 lacks.
     model.module.language_model.model.ssm_idx = None
     return model

@@ -166,6 +166,7 @@ def test_a_drafter_reading_the_target_has_its_verifies_compiled(tmp_path, kind):
     target's verify batches run compiled with the layers they read, and every round drafts, keeps and
     writes what it does with the model's own code."""
     pytest.importorskip("mlx_vlm")
+    from mlx_targets import load_target
     from test_mlx_one_sync import pair
 
     def reply(target: MlxModel) -> tuple[list[tuple], list[list[int]], MlxContext]:
@@ -183,7 +184,6 @@ def test_a_drafter_reading_the_target_has_its_verifies_compiled(tmp_path, kind):
     ours, drafts, ctx = reply(target)
     assert ctx.observers.compiled.lengths[4] > 0 and target.options.compiles()
     assert target.path is not None
-    plain = MlxModel.load(target.path, OFF)
-    plain.module.language_model.model.ssm_idx = None  # as mlx_targets.load_target: no recurrent layer
+    plain = load_target(target.path, OFF)
     theirs, their_drafts, plain_ctx = reply(plain)
     assert (ours, drafts) == (theirs, their_drafts) and plain_ctx.observers.compiled.calls == 0
