@@ -126,21 +126,19 @@ class MlxAssistantDrafter(OnTarget[MlxContext]):
         self._states.held(len(history) - 2, len(history) - 1)
 
     def _memory(self, held: int) -> dict[str, tuple[mx.array, mx.array]]:
-        """The keys and values of each source layer's cache, in position order: the `held` positions."""
-        from mlx_lm.models.cache import RotatingKVCache
-
+        """The keys and values of each source layer's cache, in position order: the `held` positions, a
+        sliding window's from the first it keeps (engine.runtime.mlx.window), as mlx-vlm hands over its
+        own buffered window's."""
         cache = self.target.kv_cache()
         memory = {}
         for kind, i in self.sources.items():
             c = cache[i]
-            if isinstance(c, RotatingKVCache):  # a sliding window's entries, oldest first, as mlx-vlm reads them
-                keys, values = c._temporal_order(c.keys), c._temporal_order(c.values)
-            else:
-                keys, values = c.keys_and_values()
-            if keys.shape[-2] != held:
+            keys, values = c.keys_and_values()
+            first = getattr(c, "start", 0)  # a WindowCache's first position kept
+            if c.offset != held or keys.shape[-2] != held - first:
                 raise RuntimeFailure(
                     f"{self.target.model.name}'s {kind.replace('_', ' ')} memory holds {keys.shape[-2]:,} positions "
-                    f"and the reply {held:,}: the assistant drafts within the target's sliding window alone."
+                    f"and the reply {held:,}: the assistant cannot read the target's memory."
                 )
             memory[kind] = (keys, values)
         return memory

@@ -16,14 +16,15 @@ drafter reads (engine.runtime.mlx.hidden) is compiled with them as outputs, a tr
 set of layers read.
 
 Where it runs is MlxOptions.compiled_decode's to say: on MLX's CPU backend and Metal, whose
-attention kernels read the mask, not on its CUDA build, whose vector kernel refuses one. Only
-mlx-lm's plain KVCache and ArraysCache layers take part; a model with any other cache (a sliding
-window, quantized keys) decodes as it always did, as does a hybrid's batch whose per-step states
-are being recorded (engine.runtime.mlx.stepstates: its verify on the CPU). A model whose code will
-not trace with an array for its position (a Python branch on it) is found at its first compiled
-call, which then runs uncompiled, as do all its later calls. Long batches (a prompt's chunks) are
-never compiled: a trace for each length would cost more than it saves. A trace costs about one
-uncompiled step (20-30 ms for a 28-layer qwen2 on this CPU); the first of a process or machine also
+attention kernels read the mask, not on its CUDA build, whose vector kernel refuses one. mlx-lm's
+plain KVCache and ArraysCache layers take part, and sliding windows (engine.runtime.mlx.window's
+WindowCache: the position of its first slot goes in as an array too, each row masked to its
+window); a model with any other cache (quantized keys, mlx-lm's own ring) decodes as it always did,
+as does a hybrid's batch whose per-step states are being recorded (engine.runtime.mlx.stepstates: its
+verify on the CPU). A model whose code will not trace with an array for its position (a Python branch
+on it) is found at its first compiled call, which then runs uncompiled, as do all its later calls.
+Long batches (a prompt's chunks) are never compiled: a trace for each length would cost more than it
+saves. A trace costs about one uncompiled step (20-30 ms for a 28-layer qwen2 on this CPU); the first of a process or machine also
 compiles its fused kernels (0.85 s there, once: MLX keeps the CPU's on disk).
 """
 
@@ -38,6 +39,7 @@ import mlx.nn as nn
 from mlx_lm.models.cache import ArraysCache, KVCache
 
 from engine.runtime.mlx.stepstates import recording
+from engine.runtime.mlx.window import WindowCache
 
 # The longest batch compiled: a verify of a deep draft; a prompt's chunks run as the model's own code.
 LONGEST = 16
@@ -47,21 +49,31 @@ Body = Callable[[mx.array, list[Any]], tuple[mx.array, ...]]  # what a compiled 
 
 class _Slot:
     """One attention layer's cache inside the traced step: its whole buffers and the batch's first
-    position (an array)."""
+    position (an array). A sliding window's (a WindowCache's) also has the position of its first slot
+    (`start`, an array) and its window's size."""
 
-    def __init__(self, keys: mx.array, values: mx.array, offset: mx.array) -> None:
-        self.keys, self.values, self.offset = keys, values, offset
+    def __init__(
+        self, keys: mx.array, values: mx.array, offset: mx.array, start: mx.array | None = None, window: int = 0
+    ) -> None:
+        self.keys, self.values, self.offset, self.start, self.window = keys, values, offset, start, window
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        self.keys = mx.slice_update(self.keys, keys, self.offset, axes=(2,))
-        self.values = mx.slice_update(self.values, values, self.offset, axes=(2,))
+        at = self.offset if self.start is None else self.offset - self.start
+        self.keys = mx.slice_update(self.keys, keys, at, axes=(2,))
+        self.values = mx.slice_update(self.values, values, at, axes=(2,))
         return self.keys, self.values
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
-        """Each of the batch's rows sees the buffer up to its own position, nothing past it."""
-        if window_size is not None:  # a windowed layer's cache is never a KVCache: not traced
-            raise ValueError("a sliding window is not compiled")
-        return mx.arange(self.keys.shape[2])[None] <= self.offset + mx.arange(n)[:, None]
+        """Each of the batch's rows sees the buffer up to its own position, nothing past it; a sliding
+        window's row nothing before its window either."""
+        rows = self.offset + mx.arange(n)[:, None]
+        if self.start is None:
+            if window_size is not None:  # a window asked of a plain KVCache: its model runs as it is
+                raise ValueError("a window over a KVCache is not compiled")
+            return mx.arange(self.keys.shape[2])[None] <= rows
+        window = min(window_size or self.window, self.window)
+        positions = self.start + mx.arange(self.keys.shape[2])[None]
+        return (positions <= rows) & (positions > rows - window)
 
 
 def _room(cache: KVCache, n: int, longest: int) -> None:
@@ -97,18 +109,24 @@ class CompiledForward:
         self._module, self._longest = module, longest
         self.enabled = enabled  # turned off for good by a model whose code will not trace
         self._steps: dict[Hashable, Callable[..., Any]] = {}
-        self._layout: tuple[int, ...] = ()  # the arrays each layer hands the traced step (0: a KVCache's two)
+        # What each layer hands the traced step: 0 a KVCache's keys and values, -w a sliding window's (w
+        # its size; the position of its first slot goes in `starts`), n > 0 a recurrent layer's n arrays.
+        self._layout: tuple[int, ...] = ()
         self.calls = 0  # decodes that ran compiled
         self.lengths: Counter[int] = Counter()  # and how many of each batch length
 
-    def _slots(self, offset: mx.array, arrays: tuple[mx.array, ...]) -> list[Any]:
+    def _slots(self, offset: mx.array, starts: mx.array, arrays: tuple[mx.array, ...]) -> list[Any]:
         """The traced step's cache: each layer's arrays as the model's code reads and writes them."""
         slots: list[Any] = []
-        at = 0
+        at = windows = 0
         for size in self._layout:
             if size == 0:
                 slots.append(_Slot(arrays[at], arrays[at + 1], offset))
                 at += 2
+            elif size < 0:
+                slots.append(_Slot(arrays[at], arrays[at + 1], offset, starts[windows], -size))
+                at += 2
+                windows += 1
             else:
                 state = ArraysCache(size)
                 state.cache = list(arrays[at : at + size])
@@ -117,11 +135,12 @@ class CompiledForward:
         return slots
 
     def _step(self, key: Hashable, body: Body) -> Callable[..., Any]:
+        key = (key, self._layout)  # a trace reads the layout it was traced with
         step = self._steps.get(key)
         if step is None:
 
-            def traced(inputs: mx.array, offset: mx.array, *arrays: mx.array) -> tuple[mx.array, ...]:
-                slots = self._slots(offset, arrays)
+            def traced(inputs: mx.array, offset: mx.array, starts: mx.array, *arrays: mx.array) -> tuple[mx.array, ...]:
+                slots = self._slots(offset, starts, arrays)
                 return (*body(inputs, slots), *_arrays(slots))
 
             step = self._steps[key] = mx.compile(traced)
@@ -129,22 +148,22 @@ class CompiledForward:
 
     def applies(self, inputs: mx.array, cache: list[Any]) -> bool:
         """Whether a decode of `inputs` ([1, n]) on `cache` runs compiled: a short batch after the first
-        (the buffers exist), every attention layer a KVCache at one position, every recurrent one a
-        plain ArraysCache, and no per-step states being recorded."""
+        (the buffers exist), every attention layer a KVCache or a WindowCache at one position, every
+        recurrent one a plain ArraysCache, and no per-step states being recorded."""
         return self._plan(inputs, cache) is not None
 
     def _plan(self, inputs: mx.array, cache: list[Any]) -> tuple[int, tuple[int, ...]] | None:
-        """Where `applies`: the batch's first position and each layer's arrays (0: a KVCache's two), in
-        one pass over the layers; else None."""
+        """Where `applies`: the batch's first position and the layout, in one pass over the layers; else
+        None."""
         if not self.enabled or inputs.shape[1] > LONGEST or not cache:
             return None
         offset, layout, states = -1, [], False
         for c in cache:
-            if type(c) is KVCache and c.keys is not None:
+            if (type(c) is KVCache or type(c) is WindowCache) and c.keys is not None:
                 if offset not in (-1, c.offset):
                     return None
                 offset = c.offset
-                layout.append(0)
+                layout.append(0 if type(c) is KVCache else -c.max_size)
             elif _plain_state(c):
                 states = True
                 layout.append(len(c.cache))
@@ -172,19 +191,24 @@ class CompiledForward:
             return None
         offset, self._layout = plan
         n = int(inputs.shape[1])
+        starts = []
         for c, size in zip(cache, self._layout, strict=True):
             if size == 0:
                 _room(c, n, self._longest)
+            elif size < 0:
+                c.room(n, c.keys)
+                starts.append(c.start)
         arrays = _arrays(cache)
+        position = mx.array(offset, dtype=mx.int32)
         try:
-            out = self._step(key, body)(inputs, mx.array(offset, dtype=mx.int32), *arrays)
+            out = self._step(key, body)(inputs, position, mx.array(starts, dtype=mx.int32), *arrays)
         except Exception:  # its code branches on the position, or more: it runs as it always did
             self.enabled = False
             return None
         at = len(out) - len(arrays)
         results = tuple(out[:at])
         for c in cache:
-            if type(c) is KVCache:
+            if isinstance(c, (KVCache, WindowCache)):
                 c.keys, c.values = out[at], out[at + 1]
                 c.offset += n
                 at += 2
@@ -200,5 +224,5 @@ def _arrays(cache: list[Any]) -> list[mx.array]:
     """Every layer's arrays in order: a KV layer's keys and values, a recurrent layer's state arrays."""
     out: list[mx.array] = []
     for c in cache:
-        out.extend((c.keys, c.values) if isinstance(c, (KVCache, _Slot)) else c.cache)
+        out.extend((c.keys, c.values) if isinstance(c, (KVCache, WindowCache, _Slot)) else c.cache)
     return out

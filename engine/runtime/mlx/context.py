@@ -28,6 +28,7 @@ from engine.runtime.mlx.hidden import BatchTaps
 from engine.runtime.mlx.hostrows import DeviceRows, UnreadRows
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx.snapshots import StateSnapshots, unsupported_layers
+from engine.runtime.mlx.window import droppable, windowed
 from engine.runtime.mlx_check import one_line
 from engine.runtime.protocol import BatchObserver, LaunchedDraft, RuntimeModel
 
@@ -65,7 +66,7 @@ class MlxContext(DeviceRows):
         self.largests: list[float] | None = None  # and each row's largest logit, its argmax's
         self._banned: tuple[int, ...] = ()  # the ban the latest decode added to its rows on the device
         self._defer_next = False  # the next decode's rows left on the device until read (defer_rows)
-        self._cache: list[Any] | None = make_prompt_cache(model.module)
+        self._cache: list[Any] | None = windowed(make_prompt_cache(model.module), max_rows)
         # A layer whose cache cannot drop a suffix holds a recurrent state (a hybrid model's
         # linear-attention or state-space layers): a draft is undone from the state kept before its batch.
         self.has_state = not can_trim_prompt_cache(self._cache)
@@ -288,8 +289,11 @@ class MlxContext(DeviceRows):
         if self.has_state:
             self._rewind_state(cache, keep)
             return
-        t0 = time.perf_counter()
         drop = len(self.tokens) - keep
+        if not droppable(cache, drop):  # further back than a sliding window keeps: from the start
+            self._replay(self.tokens[:keep])
+            return
+        t0 = time.perf_counter()
         trimmed = trim_prompt_cache(cache, drop)
         self.decode_s += time.perf_counter() - t0
         if trimmed != drop:
@@ -312,9 +316,8 @@ class MlxContext(DeviceRows):
         start = self.snapshots.restore(cache, len(self.tokens), keep)
         self.decode_s += time.perf_counter() - t0
         if start is None:
-            self.clear()
-            start = 0
-            self.rewinds_replayed += 1
+            self._replay(kept)
+            return
         del self.tokens[start:]
         self._fed = None
         if self._prefilled is not None and keep < len(self._prefilled[0]):
@@ -322,6 +325,14 @@ class MlxContext(DeviceRows):
         if keep > start:
             with self.observers_paused():  # tokens already seen: no drafter reads them twice
                 self.decode(kept[start:], all_logits=False)
+
+    def _replay(self, kept: list[int]) -> None:
+        """Hold `kept` from a fresh cache: what a rewind does that neither a trim nor a snapshot can."""
+        self.clear()
+        self.rewinds_replayed += 1
+        if kept:
+            with self.observers_paused():  # tokens already seen: no drafter reads them twice
+                self.decode(kept, all_logits=False)
 
     def sync(self, tokens: list[int]) -> int:
         """Make the cache hold exactly `tokens`, keeping the longest common prefix; tokens decoded."""
@@ -353,7 +364,7 @@ class MlxContext(DeviceRows):
     def clear(self) -> None:
         self._open_cache()
         self.launched = self.ahead = None
-        self._cache = make_prompt_cache(self.model.module)
+        self._cache = windowed(make_prompt_cache(self.model.module), self.max_rows)
         self.tokens.clear()
         self.snapshots.forget()
         self._fed = None

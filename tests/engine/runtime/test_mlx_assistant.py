@@ -18,7 +18,7 @@ pytest.importorskip("mlx_vlm")
 
 from gemma4_targets import WIDTH, oracle_gemma4, write_assistant, write_gemma4  # noqa: E402
 from mlx_targets import N_TOKENS, PROMPT, A, B, P, R, plain, provenance, recording, reply  # noqa: E402
-from mlx_vlm.speculative.mtp import _mtp_rounds  # noqa: E402
+from mlx_vlm.speculative.mtp import _buffer_mtp_target_cache, _mtp_rounds  # noqa: E402
 
 from engine.drafting import kinds  # noqa: E402
 from engine.drafting.mlx.assistant import MlxAssistantDrafter, load_assistant  # noqa: E402
@@ -32,13 +32,19 @@ def load(ctx: MlxContext, folder: Path, depth: int) -> MlxAssistantDrafter:
     return drafter
 
 
-def oracle(target: Path, folder: Path, depth: int, n_tokens: int) -> tuple[list[int], list[list[int]], list[int]]:
-    """mlx-vlm's greedy assistant generation: its tokens, each round's drafts, each round's accepted count."""
+def oracle(
+    target: Path, folder: Path, depth: int, n_tokens: int, buffered: bool = False
+) -> tuple[list[int], list[list[int]], list[int]]:
+    """mlx-vlm's greedy assistant generation: its tokens, each round's drafts, each round's accepted count.
+    `buffered`: its sliding windows held in position order with room to roll back, as its own generate
+    makes them for a speculative reply (BufferedRotatingKVCache), not in a ring."""
     lm, cache = oracle_gemma4(target)
     assistant = load_assistant(folder)  # an instance of its own, beside the one our drafter loads
     drafts = recording(assistant)
     prompt = mx.array([PROMPT], dtype=mx.int32)
     out = lm(prompt, cache=cache, return_hidden=True, return_shared_kv=True)
+    if buffered:
+        _buffer_mtp_target_cache(cache, assistant, depth + 1)
     bonus = int(mx.argmax(out.logits[0, -1]).item())
     rounds = _mtp_rounds(
         lm,

@@ -130,8 +130,9 @@ def test_a_model_that_will_not_trace_decodes_uncompiled_with_the_same_rows():
 
 
 def test_what_is_not_compiled():
-    """A sliding window's cache, a batch longer than a verify, a first decode (no buffers yet), a batch
-    whose per-step states are recorded, and the option off: each is the model's own code (None)."""
+    """mlx-lm's ring for a sliding window (our contexts hold a WindowCache instead), a batch longer than a
+    verify, a first decode (no buffers yet), a batch whose per-step states are recorded, and the option
+    off: each is the model's own code (None)."""
     module = build(0)
     compiled = CompiledForward(module)
     one = mx.array([[5]], dtype=mx.uint32)
