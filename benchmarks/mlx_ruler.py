@@ -29,6 +29,7 @@ arms measure what a round costs.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -55,6 +56,10 @@ def reading_pair(args: argparse.Namespace, where: Path) -> tuple[Path, Path | No
     if args.kind == kinds.ASSISTANT.name:
         target = write_gemma4(where / f"gemma4-{args.hidden}x{args.layers}", 0, tokenizer=corpus, vocab=vocab,
                               width=args.hidden, layers=args.layers)  # fmt: skip
+        if args.window:  # a reply past the sliding window: its layers' window, and room for the reply
+            cfg = json.loads((target / "config.json").read_text())
+            cfg.update(sliding_window=args.window, max_position_embeddings=max(4096, 2 * args.tokens))
+            (target / "config.json").write_text(json.dumps(cfg))
         return target, write_assistant(where / "assistant", 1, target, backbone=args.hidden, vocab=vocab)
     folder = where / f"qwen35-{args.hidden}x{args.layers}-mtp-{args.head}"
     target = write_target(
@@ -90,6 +95,7 @@ def main() -> int:
     )
     parser.add_argument("--hidden", type=int, default=512, help="with a --kind: the target's width")
     parser.add_argument("--layers", type=int, default=8, help="with a --kind: the target's layers")
+    parser.add_argument("--window", type=int, default=0, help="--kind assistant: the target's sliding window")
     parser.add_argument("--head", choices=("noisy", "copy", "random"), default="noisy", help="--kind mtp: the MTP head")
     parser.add_argument("--out", default="bench-results")
     args = parser.parse_args()
