@@ -4,9 +4,10 @@ On the `--agree` pair of benchmarks/mlx_cuda.py (random bfloat16 folders of Qwen
 shapes, both final norms zero: every draft accepted at each model's real cost; `--small`: tiny shapes,
 a check of the script on any box), both loops write the same greedy ids after the same prompt:
 
-1. timing: the two loops alternated, `--repeats` pairs at each depth, each run after a warm-up, decode
-   only; each pair's ratio and their median (a pair's two runs are seconds apart, so a card's drift
-   between minutes falls on both);
+1. timing: the loops alternated (ours, mlx-lm's, and ours with its short decodes uncompiled where they
+   are compiled), `--repeats` rounds at each depth, each run after a warm-up, decode only; each of ours'
+   ratio to the mlx-lm run beside it and their median (the runs are seconds apart, so a card's drift
+   between minutes falls on all);
 2. host: our rounds' own split (draft, verify, commit, rewind, our Python) per round, from RunStats;
 3. `--profile`: each loop once under cProfile, its top functions by own time (MLX's calls are
    counted in the Python function that makes them).
@@ -89,12 +90,29 @@ def measure(args: argparse.Namespace, root: Path) -> int:
         run = mlx_lm_run(module, draft_module, ids, n, depth, engine.target.n_vocab, banned)
         return (len(run.token_ids) - 1) / run.decode_s, run.token_ids, None
 
+    taps = [engine.ctx.observers, draft.ctx.observers]  # type: ignore[attr-defined, union-attr]
+
+    def uncompiled(n: int, depth: int) -> tuple[float, list[int], RunStats | None]:
+        """Ours with both contexts' short decodes run as the model's own code (engine.runtime.mlx.compiled)."""
+        was = [t.compiled.enabled for t in taps]
+        for t in taps:
+            t.compiled.enabled = False
+        try:
+            rate, tokens, _ = ours(n, depth)
+        finally:
+            for t, on in zip(taps, was, strict=True):
+                t.compiled.enabled = on
+        return rate, tokens, None
+
     arms: dict[str, Run] = {"ours": ours, "mlx-lm": theirs}
+    if all(t.compiled.enabled for t in taps):
+        arms["ours-uncompiled"] = uncompiled
     for depth in [int(d) for d in args.depths.split(",")]:
         rates: dict[str, list[float]] = {name: [] for name in arms}
-        ratios, splits, same = [], [], True
+        ratios: dict[str, list[float]] = {name: [] for name in arms if name != "mlx-lm"}
+        splits, same = [], True
         for repeat in range(args.repeats):
-            order = list(arms) if repeat % 2 == 0 else list(arms)[::-1]
+            order = list(arms)[repeat % len(arms) :] + list(arms)[: repeat % len(arms)]
             got: dict[str, list[int]] = {}
             for name in order:
                 arms[name](8, depth)  # warm-up
@@ -103,15 +121,17 @@ def measure(args: argparse.Namespace, root: Path) -> int:
                 got[name] = tokens
                 if stats is not None:
                     splits.append(stats)
-            same = same and got["ours"] == got["mlx-lm"]
-            ratios.append(rates["ours"][-1] / rates["mlx-lm"][-1])
-        print(
-            f"d{depth}: ours {statistics.median(rates['ours']):.1f} tok/s, mlx-lm "
-            f"{statistics.median(rates['mlx-lm']):.1f}; pair ratios "
-            + " ".join(f"{r:.3f}" for r in ratios)
-            + f"; median {statistics.median(ratios):.3f}; same ids: {same}",
-            flush=True,
-        )
+            same = same and all(tokens == got["mlx-lm"] for tokens in got.values())
+            for name, pairs in ratios.items():
+                pairs.append(rates[name][-1] / rates["mlx-lm"][-1])
+        for name, pairs in ratios.items():
+            print(
+                f"d{depth}: {name} {statistics.median(rates[name]):.1f} tok/s, mlx-lm "
+                f"{statistics.median(rates['mlx-lm']):.1f}; pair ratios "
+                + " ".join(f"{r:.3f}" for r in pairs)
+                + f"; median {statistics.median(pairs):.3f}; same ids: {same}",
+                flush=True,
+            )
         parts = ("draft_s", "verify_s", "commit_s", "rewind_s", "overhead_s")
         per_round = {p: statistics.median(1e3 * getattr(s, p) / max(1, s.rounds) for s in splits) for p in parts}
         print(

@@ -15,8 +15,10 @@ and state) keeps arrays of one shape: they go in and come out as they are. A dec
 drafter reads (engine.runtime.mlx.hidden) is compiled with them as outputs, a trace set for each
 set of layers read.
 
-Where it runs is MlxOptions.compiled_decode's to say: on MLX's CPU backend and Metal, whose
-attention kernels read the mask, not on its CUDA build, whose vector kernel refuses one. mlx-lm's
+Where it runs is MlxOptions.compiled_decode's to say: everywhere by default. MLX's CPU backend and
+Metal attend behind the mask with MLX's own attention; MLX's CUDA build, whose vector kernel takes no
+mask, through engine.runtime.mlx.cuda_attention's kernel, which reads each row's bounds (`attend`: the
+traced step's attention calls with a mask a slot made go there). mlx-lm's
 plain KVCache and ArraysCache layers take part, and sliding windows (engine.runtime.mlx.window's
 WindowCache: the position of its first slot goes in as an array too, each row masked to its
 window); a model with any other cache (quantized keys, mlx-lm's own ring) decodes as it always did,
@@ -38,6 +40,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import ArraysCache, KVCache
 
+from engine.runtime.mlx.cuda_attention import Attend, Bounds, routed
 from engine.runtime.mlx.stepstates import recording
 from engine.runtime.mlx.window import WindowCache
 
@@ -53,9 +56,16 @@ class _Slot:
     (`start`, an array) and its window's size."""
 
     def __init__(
-        self, keys: mx.array, values: mx.array, offset: mx.array, start: mx.array | None = None, window: int = 0
+        self,
+        keys: mx.array,
+        values: mx.array,
+        offset: mx.array,
+        start: mx.array | None = None,
+        window: int = 0,
+        bounds: Bounds | None = None,
     ) -> None:
         self.keys, self.values, self.offset, self.start, self.window = keys, values, offset, start, window
+        self.bounds = bounds  # where the step attends by bounds, not a mask (engine.runtime.mlx.cuda_attention)
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         at = self.offset if self.start is None else self.offset - self.start
@@ -70,10 +80,12 @@ class _Slot:
         if self.start is None:
             if window_size is not None:  # a window asked of a plain KVCache: its model runs as it is
                 raise ValueError("a window over a KVCache is not compiled")
-            return mx.arange(self.keys.shape[2])[None] <= rows
+            mask = mx.arange(self.keys.shape[2])[None] <= rows
+            return mask if self.bounds is None else self.bounds.note(mask, self.offset, 1 << 30)
         window = min(window_size or self.window, self.window)
         positions = self.start + mx.arange(self.keys.shape[2])[None]
-        return (positions <= rows) & (positions > rows - window)
+        mask = (positions <= rows) & (positions > rows - window)
+        return mask if self.bounds is None else self.bounds.note(mask, self.offset - self.start, window)
 
 
 def _room(cache: KVCache, n: int, longest: int) -> None:
@@ -103,10 +115,16 @@ class CompiledForward:
     (the caller then runs the model itself). `run` compiles another body over the same cache (a decode
     that keeps its hidden states and tapped layers: engine.runtime.mlx.hidden), one trace set a `key`."""
 
-    def __init__(self, module: nn.Module, enabled: bool = True, longest: int = 1 << 20) -> None:
+    def __init__(
+        self, module: nn.Module, enabled: bool = True, longest: int = 1 << 20, attend: Attend | None = None
+    ) -> None:
         """`enabled` False: never compiled (MlxOptions.compiled_decode); `longest`: the context's
-        positions, which a buffer grown here never passes."""
+        positions, which a buffer grown here never passes; `attend`: the attention the traced step runs in
+        place of a masked one (engine.runtime.mlx.cuda_attention's kernel on MLX's CUDA build), None for
+        MLX's own behind the mask."""
         self._module, self._longest = module, longest
+        self.attend = attend
+        self._bounds = Bounds()
         self.enabled = enabled  # turned off for good by a model whose code will not trace
         self._steps: dict[Hashable, Callable[..., Any]] = {}
         # What each layer hands the traced step: 0 a KVCache's keys and values, -w a sliding window's (w
@@ -119,12 +137,13 @@ class CompiledForward:
         """The traced step's cache: each layer's arrays as the model's code reads and writes them."""
         slots: list[Any] = []
         at = windows = 0
+        bounds = None if self.attend is None else self._bounds
         for size in self._layout:
             if size == 0:
-                slots.append(_Slot(arrays[at], arrays[at + 1], offset))
+                slots.append(_Slot(arrays[at], arrays[at + 1], offset, bounds=bounds))
                 at += 2
             elif size < 0:
-                slots.append(_Slot(arrays[at], arrays[at + 1], offset, starts[windows], -size))
+                slots.append(_Slot(arrays[at], arrays[at + 1], offset, starts[windows], -size, bounds))
                 at += 2
                 windows += 1
             else:
@@ -140,8 +159,12 @@ class CompiledForward:
         if step is None:
 
             def traced(inputs: mx.array, offset: mx.array, starts: mx.array, *arrays: mx.array) -> tuple[mx.array, ...]:
-                slots = self._slots(offset, starts, arrays)
-                return (*body(inputs, slots), *_arrays(slots))
+                if self.attend is None:
+                    slots = self._slots(offset, starts, arrays)
+                    return (*body(inputs, slots), *_arrays(slots))
+                with routed(self._bounds, self.attend):
+                    slots = self._slots(offset, starts, arrays)
+                    return (*body(inputs, slots), *_arrays(slots))
 
             step = self._steps[key] = mx.compile(traced)
         return step

@@ -83,7 +83,7 @@ class MlxContext(DeviceRows):
         self._prefilled: tuple[list[int], np.ndarray] | None = None  # the last prefill's tokens and row
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
         # Drafters that read the target's hidden states (engine.runtime.mlx.hidden): every decoded batch.
-        self.observers = BatchTaps(model.module, model.name, options.compiles(), self.n_ctx)
+        self.observers = BatchTaps(model.module, model.name, options.compiles(), self.n_ctx, options.attention())
 
     @property
     def n_past(self) -> int:

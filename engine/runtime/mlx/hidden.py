@@ -26,6 +26,7 @@ import numpy as np
 from engine.errors import RuntimeFailure
 from engine.runtime.mlx import audit
 from engine.runtime.mlx.compiled import CompiledForward
+from engine.runtime.mlx.cuda_attention import Attend
 from engine.runtime.protocol import BatchObserver
 
 # A model's logits against lm_head(model(x)) on one token, relative to their size: the same
@@ -86,7 +87,14 @@ class Parts:
 class BatchTaps:
     """One MLX context's observers, the layers they asked for, and the decode that feeds them."""
 
-    def __init__(self, module: nn.Module, name: str, compiled: bool = True, longest: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        module: nn.Module,
+        name: str,
+        compiled: bool = True,
+        longest: int = 1 << 20,
+        attend: Attend | None = None,
+    ) -> None:
         self._module, self._name = module, name
         self._parts: Parts | None = None
         self.entries: list[tuple[BatchObserver, bool]] = []  # and whether each wants hidden states
@@ -96,7 +104,7 @@ class BatchTaps:
         self.layer_out: dict[int, mx.array] = {}  # the latest batch's tapped layers, [1, n, width] each
         self.hidden: mx.array | None = None  # the latest batch's last layer, normed, [1, n, width]
         self._waited = False  # the decode's own wait took the batch's arrays in (batch_arrays)
-        self.compiled = CompiledForward(module, compiled, longest)  # a short batch's decode where nothing listens
+        self.compiled = CompiledForward(module, compiled, longest, attend)  # a short batch's decode
 
     @property
     def parts(self) -> Parts:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from engine.runtime.protocol import Acceleration
+
+if TYPE_CHECKING:
+    from engine.runtime.mlx.cuda_attention import Attend
 
 
 @dataclass(frozen=True)
@@ -25,10 +28,10 @@ class MlxOptions:
     # step launched on the device's guess takes them on the device everywhere: engine.runtime.mlx.ahead).
     argmax_on_device: bool | None = None
     # A short batch's decode compiled (engine.runtime.mlx.compiled), its attention over the whole KV
-    # buffer behind a mask. None: where the attention's kernel takes that mask, MLX's CPU backend (whose
-    # attention is plain operations either way) and Metal (its sdpa_vector kernel reads a bool mask); not
-    # MLX's CUDA build, whose vector kernel refuses an array mask, so the step attends in several kernels
-    # (docs/ruler.md: 0.86x mlx-lm at d0 on an H100, against 0.95-0.98 uncompiled).
+    # buffer behind a mask: on MLX's CPU backend (whose attention is plain operations either way) and
+    # Metal (its sdpa_vector kernel reads a bool mask), MLX's own attention; on MLX's CUDA build, whose
+    # vector kernel takes no mask, our kernel that reads the position instead
+    # (engine.runtime.mlx.cuda_attention). None: on everywhere.
     compiled_decode: bool | None = None
 
     @property
@@ -54,11 +57,18 @@ class MlxOptions:
 
     def compiles(self) -> bool:
         """Whether a context's short decodes run compiled (compiled_decode, above)."""
-        if self.compiled_decode is not None:
-            return self.compiled_decode
+        return True if self.compiled_decode is None else self.compiled_decode
+
+    def attention(self) -> Attend | None:
+        """The attention a compiled decode runs in place of MLX's behind a mask: the CUDA kernel on MLX's
+        CUDA build, None elsewhere."""
         import mlx.core as mx
 
-        return device() == "cpu" or mx.metal.is_available()
+        if device() == "gpu" and not mx.metal.is_available():
+            from engine.runtime.mlx.cuda_attention import kernel
+
+            return kernel
+        return None
 
 
 @functools.cache

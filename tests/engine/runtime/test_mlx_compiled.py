@@ -157,8 +157,10 @@ def test_what_is_not_compiled():
 
 
 def test_the_option_resolves_by_device():
-    """On MLX's CPU backend the default compiles; the option overrides it either way."""
+    """The default compiles (MLX's own attention on its CPU backend and Metal, our kernel on its CUDA
+    build); the option overrides it either way."""
     assert MlxOptions().compiles() and ON.compiles() and not OFF.compiles()
+    assert MlxOptions().attention() is None  # this CPU: MLX's own attention behind the mask
 
 
 @pytest.mark.parametrize("kind", ["mtp", "eagle3", "dflash"])
@@ -188,3 +190,66 @@ def test_a_drafter_reading_the_target_has_its_verifies_compiled(tmp_path, kind):
     plain = load_target(target.path, OFF)
     theirs, their_drafts, plain_ctx = reply(plain)
     assert (ours, drafts) == (theirs, their_drafts) and plain_ctx.observers.compiled.calls == 0
+
+
+@pytest.mark.parametrize("depth", [0, 3])
+def test_a_compiled_step_attending_by_bounds_writes_what_its_mask_writes(depth):
+    """On MLX's CUDA build the compiled step attends by each row's bounds (its kernel); here the same
+    semantics in MLX's operations (cuda_attention.reference) stand in: a disagreeing pair writes the
+    masked step's tokens, provenance and replaced drafts, every traced attention call routed there."""
+    from engine.runtime.mlx.cuda_attention import reference
+
+    routed: list[int] = []
+
+    def attend(q: mx.array, k: mx.array, v: mx.array, scale: float, last: mx.array, window: int) -> mx.array:
+        routed.append(window)
+        return reference(q, k, v, scale, last, window)
+
+    target, drafter = MlxModel(build(0), VOCAB, "t", options=ON), MlxModel(build(1), VOCAB, "d", options=ON)
+    original = MlxModel.new_context
+
+    def bounded(self: MlxModel, *args: object, **kwargs: object) -> MlxContext:
+        ctx = original(self, *args, **kwargs)  # type: ignore[arg-type]
+        ctx.observers.compiled.attend = attend  # type: ignore[attr-defined]
+        return ctx
+
+    MlxModel.new_context = bounded  # type: ignore[method-assign]
+    try:
+        ours, ctx, _ = run(target, drafter, depth, 36)
+    finally:
+        MlxModel.new_context = original  # type: ignore[method-assign]
+    theirs, _, _ = run(
+        MlxModel(build(0), VOCAB, "t", options=ON), MlxModel(build(1), VOCAB, "d", options=ON), depth, 36
+    )
+    assert ours == theirs
+    assert calls(ctx) > 5
+    assert set(routed) == {1 << 30}
+    if depth:
+        assert TokenKind.REPLACED in {kind for _, kind, _ in ours}
+
+
+def test_routed_attention_leaves_every_other_call_to_mlx():
+    """Only a mask a compiled slot noted goes to the bounds' attention; another mask, a string mask and
+    attention with sinks go to MLX's own, and MLX's own is back after the trace."""
+    from engine.runtime.mlx.cuda_attention import Bounds, fits, kernel, reference, routed
+
+    q, k = mx.random.normal((1, 4, 2, 32)), mx.random.normal((1, 2, 8, 32))
+    own = mx.fast.scaled_dot_product_attention
+    bounds = Bounds()
+    noted = bounds.note(mx.arange(8)[None] <= 3 + mx.arange(2)[:, None], mx.array(3), 1 << 30)
+    other = mx.arange(8)[None] <= 3 + mx.arange(2)[:, None]
+    seen: list[int] = []
+
+    def attend(*args: object) -> mx.array:
+        seen.append(1)
+        return reference(*args)  # type: ignore[arg-type]
+
+    with routed(bounds, attend):
+        ours = mx.fast.scaled_dot_product_attention(q, k, k, scale=0.5, mask=noted)
+        theirs = mx.fast.scaled_dot_product_attention(q, k, k, scale=0.5, mask=other)
+        mx.fast.scaled_dot_product_attention(q, k, k, scale=0.5, mask="causal")
+        mx.fast.scaled_dot_product_attention(q, k, k, scale=0.5, mask=noted, sinks=mx.zeros((4,)))
+    assert seen == [1] and mx.fast.scaled_dot_product_attention is own and not bounds.made
+    np.testing.assert_allclose(np.array(ours), np.array(theirs), rtol=1e-5, atol=1e-5)
+    assert fits(q, k, k) and not fits(q[..., :16], k[..., :16], k[..., :16]) and not fits(q, k.astype(mx.float16), k)
+    assert kernel(q[..., :16], k[..., :16], k[..., :16], 0.5, mx.array(3), 1 << 30) is None  # MLX's own then

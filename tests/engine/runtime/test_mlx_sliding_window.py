@@ -25,6 +25,7 @@ from test_mlx_assistant import load, oracle  # noqa: E402
 
 from engine.drafting import ModelDrafter  # noqa: E402
 from engine.runtime.mlx import MlxContext, MlxModel, MlxOptions  # noqa: E402
+from engine.runtime.mlx.cuda_attention import reference  # noqa: E402
 from engine.runtime.mlx.window import WindowCache  # noqa: E402
 
 WINDOW = 16
@@ -55,14 +56,25 @@ def windows(ctx: MlxContext) -> list[WindowCache]:
     return found
 
 
-@pytest.mark.parametrize("options", [ON, OFF], ids=["compiled", "uncompiled"])
-def test_rows_past_the_window_are_mlx_lms_own_through_batches_and_rewinds(tmp_path: Path, options: MlxOptions):
+@pytest.mark.parametrize("mode", ["compiled", "uncompiled", "bounds"])
+def test_rows_past_the_window_are_mlx_lms_own_through_batches_and_rewinds(tmp_path: Path, mode: str):
     """Batches of 1-5 rows with a rewind after every other one, 150 positions past a 16-position window:
     every row is mlx-lm's at its position and picks its token. The window moved and the buffer stayed
-    within its ceiling; compiled, the steps past the window ran compiled."""
+    within its ceiling; compiled, the steps past the window ran compiled. `bounds`: compiled, each layer
+    attending by its rows' bounds rather than a mask (as the CUDA kernel does: here its semantics in
+    MLX's operations), the sliding and the full layers alike."""
+    options = OFF if mode == "uncompiled" else ON
     target = MlxModel.load(gemma(tmp_path / "g", 69), options)
     theirs = their_rows(target, STREAM)
     ctx = target.new_context(max_rows=5)
+    windows_seen: list[int] = []
+    if mode == "bounds":
+
+        def attend(q: mx.array, k: mx.array, v: mx.array, scale: float, last: mx.array, window: int) -> mx.array:
+            windows_seen.append(window)
+            return reference(q, k, v, scale, last, window)
+
+        ctx.observers.compiled.attend = attend
     ctx.prefill(PROMPT)
     at, batch = 0, 0
     while at < len(STREAM):
@@ -79,6 +91,8 @@ def test_rows_past_the_window_are_mlx_lms_own_through_batches_and_rewinds(tmp_pa
         assert c.start > 0 and c.keys.shape[2] <= c.ceiling and c.offset == len(PROMPT) + len(STREAM)
     compiled = ctx.observers.compiled
     assert (compiled.calls > 50) == (options is ON) and (compiled.calls == 0) == (options is OFF)
+    if mode == "bounds":  # traced: each trace's two layers with a cache, a window's and a full one's
+        assert WINDOW in windows_seen and 1 << 30 in windows_seen
 
 
 @pytest.mark.parametrize("options", [ON, OFF], ids=["compiled", "uncompiled"])
