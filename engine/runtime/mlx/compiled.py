@@ -219,7 +219,7 @@ class CompiledForward:
             if size == 0:
                 _room(c, n, self._longest)
             elif size < 0:
-                c.room(n, c.keys)
+                c.room(n)
                 starts.append(c.start)
         arrays = _arrays(cache)
         position = mx.array(offset, dtype=mx.int32)

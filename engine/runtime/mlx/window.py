@@ -60,15 +60,16 @@ class WindowCache(RotatingKVCache):
         drop = max(0, held - (self.max_size - 1 + self.spare))  # the batch's rows still see a window each
         return drop, max(self.ceiling, held - drop + n)
 
-    def room(self, n: int, like: mx.array) -> None:
-        """Make room for `n` more positions (arrays shaped as `like`, [B, heads, n, dim])."""
+    def room(self, n: int, keys: mx.array | None = None, values: mx.array | None = None) -> None:
+        """Make room for `n` more positions; the first time, buffers shaped as `keys` and `values` ([B,
+        heads, n, dim] each: a value's size may differ from a key's)."""
         drop, size = self.plan(n)
         if self.keys is not None and drop == 0 and size == self.keys.shape[2]:
             return
-        b, heads, _, dim = like.shape
         if self.keys is None:
-            self.keys = mx.zeros((b, heads, size, dim), like.dtype)
-            self.values = mx.zeros((b, heads, size, dim), like.dtype)
+            assert keys is not None and values is not None  # the first write brings them
+            self.keys = mx.zeros((*keys.shape[:2], size, keys.shape[3]), keys.dtype)
+            self.values = mx.zeros((*values.shape[:2], size, values.shape[3]), values.dtype)
             return
         held = self.offset - self.start
         kept = held - drop
@@ -82,7 +83,7 @@ class WindowCache(RotatingKVCache):
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         n = keys.shape[2]
-        self.room(n, keys)
+        self.room(n, keys, values)
         at = self.offset - self.start
         self.keys[..., at : at + n, :] = keys
         self.values[..., at : at + n, :] = values

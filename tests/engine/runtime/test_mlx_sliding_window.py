@@ -162,3 +162,16 @@ def test_the_assistant_drafts_past_the_window_as_mlx_vlms_own(tmp_path: Path):
         assert (list(r.draft_tokens), r.accepted) == (their_drafts[i], their_accepted[i])
         compared += held > WINDOW
     assert compared >= 15
+
+
+def test_a_window_whose_values_are_narrower_than_its_keys_keeps_each_its_own_size():
+    """A model whose values are narrower than its keys: each buffer keeps its own head size through the
+    first write, growth and the window's drops, and hands back what was written last."""
+    cache = WindowCache(8)
+    keys, values = mx.random.normal((1, 2, 3, 32)), mx.random.normal((1, 2, 3, 16))
+    cache.update_and_fetch(keys, values)
+    for _ in range(120):
+        got_keys, got_values = cache.update_and_fetch(keys[..., :1, :], values[..., :1, :])
+    assert cache.start > 0 and got_keys.shape[-1] == 32 and got_values.shape[-1] == 16
+    np.testing.assert_array_equal(np.array(got_values[..., -1:, :]), np.array(values[..., :1, :]))
+    assert got_keys.shape[2] == got_values.shape[2] == cache.offset - cache.start == 123 - cache.start
