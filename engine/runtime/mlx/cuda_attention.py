@@ -19,6 +19,7 @@ the kernel with no Python in between.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -140,6 +141,9 @@ def reference(
     )
 
 
+_ROUTING = threading.RLock()  # one trace routes at a time: each puts back the function it found
+
+
 class Bounds:
     """The masks compiled slots made while a decode is traced, each with the bounds it stands for."""
 
@@ -154,7 +158,9 @@ class Bounds:
 @contextmanager
 def routed(bounds: Bounds, attend: Attend) -> Iterator[None]:
     """For the duration, an attention call whose mask is one of `bounds` runs `attend`; any other runs MLX's
-    own (the model's other masks, another thread's calls)."""
+    own (the model's other masks, another thread's calls). Two contexts tracing at once (two replies on
+    `draftlight serve`) take turns, so each puts back MLX's own function."""
+    _ROUTING.acquire()
     own = mx.fast.scaled_dot_product_attention
 
     def attention(queries: mx.array, keys: mx.array, values: mx.array, *, scale: float, mask: Any = None,
@@ -172,3 +178,4 @@ def routed(bounds: Bounds, attend: Attend) -> Iterator[None]:
     finally:
         mx.fast.scaled_dot_product_attention = own
         bounds.made.clear()
+        _ROUTING.release()

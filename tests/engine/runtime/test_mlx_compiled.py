@@ -253,3 +253,27 @@ def test_routed_attention_leaves_every_other_call_to_mlx():
     np.testing.assert_allclose(np.array(ours), np.array(theirs), rtol=1e-5, atol=1e-5)
     assert fits(q, k, k) and not fits(q[..., :16], k[..., :16], k[..., :16]) and not fits(q, k.astype(mx.float16), k)
     assert kernel(q[..., :16], k[..., :16], k[..., :16], 0.5, mx.array(3), 1 << 30) is None  # MLX's own then
+
+
+def test_two_threads_tracing_at_once_take_turns_and_leave_mlxs_own_attention():
+    """Two contexts tracing at once (two replies on `draftlight serve`): the second routing waits for the
+    first, so neither puts back the other's function and MLX's own is in place after both."""
+    import threading
+
+    from engine.runtime.mlx.cuda_attention import Bounds, reference, routed
+
+    own = mx.fast.scaled_dot_product_attention
+    order: list[str] = []
+
+    def second() -> None:
+        with routed(Bounds(), reference):
+            order.append("second")
+
+    with routed(Bounds(), reference):
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(timeout=0.3)
+        assert thread.is_alive()  # waiting for the first trace's routing
+        order.append("first")
+    thread.join(timeout=5)
+    assert order == ["first", "second"] and mx.fast.scaled_dot_product_attention is own
