@@ -42,7 +42,7 @@ from mlx_lm.models.cache import ArraysCache, KVCache
 
 from engine.runtime.mlx.cuda_attention import Attend, Bounds, routed
 from engine.runtime.mlx.stepstates import recording
-from engine.runtime.mlx.window import WindowCache
+from engine.runtime.mlx.window import WindowCache, window_mask
 
 # The longest batch compiled: a verify of a deep draft; a prompt's chunks run as the model's own code.
 LONGEST = 16
@@ -76,15 +76,13 @@ class _Slot:
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
         """Each of the batch's rows sees the buffer up to its own position, nothing past it; a sliding
         window's row nothing before its window either."""
-        rows = self.offset + mx.arange(n)[:, None]
         if self.start is None:
             if window_size is not None:  # a window asked of a plain KVCache: its model runs as it is
                 raise ValueError("a window over a KVCache is not compiled")
-            mask = mx.arange(self.keys.shape[2])[None] <= rows
+            mask = mx.arange(self.keys.shape[2])[None] <= self.offset + mx.arange(n)[:, None]
             return mask if self.bounds is None else self.bounds.note(mask, self.offset, 1 << 30)
         window = min(window_size or self.window, self.window)
-        positions = self.start + mx.arange(self.keys.shape[2])[None]
-        mask = (positions <= rows) & (positions > rows - window)
+        mask = window_mask(self.start, self.keys.shape[2], self.offset, n, window)
         return mask if self.bounds is None else self.bounds.note(mask, self.offset - self.start, window)
 
 

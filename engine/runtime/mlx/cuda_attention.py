@@ -26,6 +26,8 @@ from typing import Any
 
 import mlx.core as mx
 
+from engine.runtime.mlx.window import window_mask
+
 # Row i of queries attends to slots last + i - window + 1 .. last + i: (queries, keys, values, scale, last,
 # window) -> the attention's output, or None where it does not take these arrays (MLX's own then runs).
 Attend = Callable[[mx.array, mx.array, mx.array, float, mx.array, int], "mx.array | None"]
@@ -133,12 +135,8 @@ def reference(
     queries: mx.array, keys: mx.array, values: mx.array, scale: float, last: mx.array, window: int
 ) -> mx.array:
     """`kernel`'s attention in MLX's own operations (a bool mask of the same bounds)."""
-    n, slots = queries.shape[2], keys.shape[2]
-    rows = last + mx.arange(n)[:, None]
-    at = mx.arange(slots)[None]
-    return mx.fast.scaled_dot_product_attention(
-        queries, keys, values, scale=scale, mask=(at <= rows) & (at > rows - window)
-    )
+    mask = window_mask(0, keys.shape[2], last, queries.shape[2], window)
+    return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask)
 
 
 _ROUTING = threading.RLock()  # one trace routes at a time: each puts back the function it found

@@ -104,9 +104,7 @@ class WindowCache(RotatingKVCache):
         seen = self.offset + N - start
         if seen <= window and not return_array:
             return "causal" if N > 1 else None
-        rows = self.offset + mx.arange(N)[:, None]
-        positions = start + mx.arange(seen)[None]
-        return (positions <= rows) & (positions > rows - window)
+        return window_mask(start, seen, self.offset, N, window)
 
     def _temporal_order(self, v: mx.array) -> mx.array:
         return v[..., : self.offset - self.start, :]
@@ -135,6 +133,15 @@ class WindowCache(RotatingKVCache):
     @state.setter
     def state(self, v: tuple[Any, ...]) -> None:
         self.keys, self.values, self.offset, self.start = v
+
+
+def window_mask(first: Any, slots: int, last: Any, n: int, window: int) -> mx.array:
+    """Which of `slots` buffer slots ([n, slots] booleans) each of `n` rows sees: slot j holds position
+    first + j, row i is position last + i and sees its own position and the window - 1 before it.
+    `first` and `last` may be ints or arrays (a compiled step's positions)."""
+    rows = last + mx.arange(n)[:, None]
+    positions = first + mx.arange(slots)[None]
+    return (positions <= rows) & (positions > rows - window)
 
 
 def windowed(cache: list[Any], spare: int) -> list[Any]:
