@@ -4,8 +4,8 @@ On the `--agree` pair of benchmarks/mlx_cuda.py (random bfloat16 folders of Qwen
 shapes, both final norms zero: every draft accepted at each model's real cost; `--small`: tiny shapes,
 a check of the script on any box), both loops write the same greedy ids after the same prompt:
 
-1. timing: the loops alternated (ours, mlx-lm's, and ours with its short decodes uncompiled where they
-   are compiled), `--repeats` rounds at each depth, each run after a warm-up, decode only; each of ours'
+1. timing: the loops alternated (ours, mlx-lm's, ours with its short decodes uncompiled where they
+   are compiled, and ours with each projection its own matmul where they are joined), `--repeats` rounds at each depth, each run after a warm-up, decode only; each of ours'
    ratio to the mlx-lm run beside it and their median (the runs are seconds apart, so a card's drift
    between minutes falls on all);
 2. host: our rounds' own split (draft, verify, commit, rewind, our Python) per round, from RunStats;
@@ -104,9 +104,22 @@ def measure(args: argparse.Namespace, root: Path) -> int:
                 t.compiled.enabled = on
         return rate, tokens, None
 
+    def unjoined(n: int, depth: int) -> tuple[float, list[int], RunStats | None]:
+        """Ours with each projection run as its own matmul (engine.runtime.mlx.joined)."""
+        for t in taps:
+            t.joined = False
+        try:
+            rate, tokens, _ = ours(n, depth)
+        finally:
+            for t in taps:
+                t.joined = True
+        return rate, tokens, None
+
     arms: dict[str, Run] = {"ours": ours, "mlx-lm": theirs}
     if all(t.compiled.enabled for t in taps):
         arms["ours-uncompiled"] = uncompiled
+    if engine.target.joined_groups:  # type: ignore[attr-defined]
+        arms["ours-unjoined"] = unjoined
     for depth in [int(d) for d in args.depths.split(",")]:
         rates: dict[str, list[float]] = {name: [] for name in arms}
         ratios: dict[str, list[float]] = {name: [] for name in arms if name != "mlx-lm"}

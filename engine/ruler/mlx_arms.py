@@ -196,7 +196,7 @@ def run_mlx_bench(config: MlxBenchConfig, progress: Progress = print) -> BenchRe
             runner.close()
     cfg: dict[str, object] = {
         "runtime": "mlx",
-        "mode": ours.engine.target.options.mode,  # "mlx cpu compiled": our short decodes compiled (MlxOptions)
+        "mode": ours.engine.target.options.mode,  # "mlx cpu compiled joined" (MlxOptions.mode)
         "target": str(config.target),
         "drafter": str(config.drafter) if config.drafter else None,
         "kind": config.kind,

@@ -123,7 +123,7 @@ def test_auto_on_mlx_measures_and_keeps_an_mlx_profile(qtbot, tmp_path, folders,
     engine = window.worker.engine
     (saved,) = (tmp_path / "cache" / "profiles").glob("*.json")
     data = json.loads(saved.read_text())
-    assert data["runtime"] == engine.target.options.runtime_version() and data["mode"] == "mlx cpu compiled"
+    assert data["runtime"] == engine.target.options.runtime_version() and data["mode"] == "mlx cpu compiled joined"
     assert (data["target"], data["drafter"]) == ("target", "drafter")
     window.close()
 

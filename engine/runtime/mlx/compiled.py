@@ -41,6 +41,7 @@ import mlx.nn as nn
 from mlx_lm.models.cache import ArraysCache, KVCache
 
 from engine.runtime.mlx.cuda_attention import Attend, Bounds, routed
+from engine.runtime.mlx.joined import joining_now
 from engine.runtime.mlx.stepstates import recording
 from engine.runtime.mlx.window import WindowCache, window_mask
 
@@ -152,7 +153,7 @@ class CompiledForward:
         return slots
 
     def _step(self, key: Hashable, body: Body) -> Callable[..., Any]:
-        key = (key, self._layout)  # a trace reads the layout it was traced with
+        key = (key, self._layout, joining_now())  # a trace reads the layout and projections it was traced with
         step = self._steps.get(key)
         if step is None:
 

@@ -27,6 +27,7 @@ from engine.errors import RuntimeFailure
 from engine.runtime.mlx import audit
 from engine.runtime.mlx.compiled import CompiledForward
 from engine.runtime.mlx.cuda_attention import Attend
+from engine.runtime.mlx.joined import joining
 from engine.runtime.protocol import BatchObserver
 
 # A model's logits against lm_head(model(x)) on one token, relative to their size: the same
@@ -105,6 +106,7 @@ class BatchTaps:
         self.hidden: mx.array | None = None  # the latest batch's last layer, normed, [1, n, width]
         self._waited = False  # the decode's own wait took the batch's arrays in (batch_arrays)
         self.compiled = CompiledForward(module, compiled, longest, attend)  # a short batch's decode
+        self.joined = True  # a model's joined projections run as one matmul each (engine.runtime.mlx.joined)
 
     @property
     def parts(self) -> Parts:
@@ -168,6 +170,10 @@ class BatchTaps:
 
     def forward(self, inputs: mx.array, cache: list[Any]) -> mx.array:
         """The model's logits for `inputs` ([1, n]); with observers, the batch's hidden states kept too."""
+        with joining(self.joined):
+            return self._forward(inputs, cache)
+
+    def _forward(self, inputs: mx.array, cache: list[Any]) -> mx.array:
         if not self.listening:  # nothing reads the layers: the model's logits alone
             logits = self.compiled(inputs, cache)
             return self._module(inputs, cache=cache) if logits is None else logits

@@ -13,6 +13,7 @@ import mlx.nn as nn
 
 from engine.errors import ModelFileError
 from engine.runtime.mlx.context import MlxContext
+from engine.runtime.mlx.joined import join
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx_check import check_folder, loader_errors
 from engine.runtime.protocol import RunOptions
@@ -42,6 +43,8 @@ class MlxModel:
         self.name = name
         self.tokenizer = tokenizer
         self.options = options or MlxOptions()
+        # Projection groups run as one matmul in our decodes (engine.runtime.mlx.joined); 0: none joined.
+        self.joined_groups = join(module) if self.options.joins() else 0
         self.path = path  # the folder it was loaded from; None for a model built in memory
         self.architecture = architecture or getattr(getattr(module, "args", None), "model_type", "") or ""
         self.bits: int | None = None  # the weights' quantization, where config.json says one

@@ -33,13 +33,16 @@ class MlxOptions:
     # vector kernel takes no mask, our kernel that reads the position instead
     # (engine.runtime.mlx.cuda_attention). None: on everywhere.
     compiled_decode: bool | None = None
+    # Each layer's q/k/v projections and its gate/up projections run as one matmul each in our decodes
+    # (engine.runtime.mlx.joined): three kernels fewer a layer, the same bytes held. None: on everywhere.
+    joined_projections: bool | None = None
 
     @property
     def mode(self) -> str:
         """MLX has one way to run a batch: its mode is the device it runs on ("mlx cpu", "mlx gpu"), and
-        "compiled" where its short decodes are (compiled_decode): a box profile measured one way does
-        not price the other."""
-        return f"mlx {device()} compiled" if self.compiles() else f"mlx {device()}"
+        "compiled" where its short decodes are (compiled_decode), "joined" where its projections are
+        (joined_projections): a box profile measured one way does not price the other."""
+        return f"mlx {device()}" + (" compiled" if self.compiles() else "") + (" joined" if self.joins() else "")
 
     @property
     def threads(self) -> int:
@@ -58,6 +61,10 @@ class MlxOptions:
     def compiles(self) -> bool:
         """Whether a context's short decodes run compiled (compiled_decode, above)."""
         return True if self.compiled_decode is None else self.compiled_decode
+
+    def joins(self) -> bool:
+        """Whether a model's projection groups are joined at load (joined_projections, above)."""
+        return True if self.joined_projections is None else self.joined_projections
 
     def attention(self) -> Attend | None:
         """The attention a compiled decode runs in place of MLX's behind a mask: the CUDA kernel on MLX's

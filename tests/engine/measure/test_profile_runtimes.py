@@ -47,7 +47,7 @@ def test_a_profile_is_keyed_by_its_runtime(tmp_path, monkeypatch, folders):
     assert load_profile(target, drafter, llama) == saved
     assert load_profile(target, drafter, mlx) is None  # llama.cpp's figures never price an MLX round
     on_mlx = profile(target, drafter, mlx, *PAYING)
-    assert on_mlx.runtime.startswith("mlx ") and on_mlx.mode == "mlx cpu compiled"
+    assert on_mlx.runtime.startswith("mlx ") and on_mlx.mode == "mlx cpu compiled joined"
     save_profile(on_mlx)
     assert load_profile(target, drafter, mlx) == on_mlx and load_profile(target, drafter, llama) == saved
 
@@ -85,10 +85,12 @@ def test_tune_on_mlx_measures_a_profile_of_its_own(tmp_path, monkeypatch, folder
         return out.getvalue()
 
     first = tune()
-    assert first.startswith("Box profile for target + drafter, mlx cpu compiled mode, 0 threads, on MLX (measured in ")
+    assert first.startswith(
+        "Box profile for target + drafter, mlx cpu compiled joined mode, 0 threads, on MLX (measured in "
+    )
     (saved,) = (tmp_path / "profiles").glob("*.json")
     data = json.loads(saved.read_text())
-    assert data["runtime"] == MlxOptions().runtime_version() and data["mode"] == "mlx cpu compiled"
+    assert data["runtime"] == MlxOptions().runtime_version() and data["mode"] == "mlx cpu compiled joined"
     assert saved == profile_path(profile_key(folders["target"], folders["drafter"], MlxOptions()))
     assert load_profile(folders["target"], folders["drafter"], RuntimeOptions()) is None
     assert "(saved " in tune().splitlines()[0]  # the second run reads it back

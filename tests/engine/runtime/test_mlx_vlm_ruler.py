@@ -69,7 +69,7 @@ def test_every_draft_kept_gives_both_loops_the_same_rounds_and_ids(tmp_path: Pat
     result.records = [dataclasses.replace(r, token_ids=wrong) if r is theirs else r for r in result.records]
     assert mlx_report.mismatches(result) == ["qa: mlx-vlm mtp d2 differs from ours-mlx d0 at token 5"]
     assert "MISMATCH qa: mlx-vlm mtp d2 differs from ours-mlx d0 at token 5" in mlx_report.markdown(result)
-    assert "`ours-mlx` our engine on MLX (mlx cpu compiled)" in mlx_report.markdown(result)  # its decodes compiled
+    assert "`ours-mlx` our engine on MLX (mlx cpu compiled joined)" in mlx_report.markdown(result)  # compiled, joined
 
 
 def test_a_head_that_misses_gives_both_loops_the_same_ids_and_acceptance_up_to_the_last_round(tmp_path: Path):
