@@ -363,7 +363,10 @@ def plots(cells: list[Cell], out_dir: Path) -> dict[str, Path]:
     ax.set_xlabel("draft position")
     ax.set_ylabel("accepted")
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=8)
+    if ax.get_lines():
+        ax.legend(fontsize=8)
+    else:  # depth 0 alone, or no draft verified: an empty chart would look like a broken one
+        ax.text(0.5, 0.5, "No draft was verified in these runs.", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     acc = out_dir / "acceptance.png"
     fig.savefig(acc, dpi=120)

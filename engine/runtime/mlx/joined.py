@@ -14,7 +14,13 @@ bytes as before and runs as mlx-lm's code wherever it is called plainly: mlx-lm'
 same module (the ruler's arms) run exactly what they always ran. Inside `joining()` (our contexts'
 decodes, engine.runtime.mlx.hidden) each projection hands back its slice of the group's one matmul of
 that input instead. Each output element is the same dot product over the same input either way; on
-MLX's CPU backend the logits come out equal to the bit (tests/engine/runtime/test_mlx_joined.py).
+MLX's CPU backend the logits come out equal to the bit (tests/engine/runtime/test_mlx_joined.py, random
+weights and SmolLM2's real ones); on a GPU a wider matmul may take another kernel and sum in another
+order, so a near-tie can go either way there, as between any two kernels.
+
+The joined weights are the model's from then on: a model's weights are not changed after load
+(nothing in the engine does), and one that changed a projection's weights would leave the joined
+copy as it was.
 
 Only the model families whose code is read to call the group's projections on one input, in order,
 every layer, are joined (FAMILIES); a layer whose projections differ in type, input size or
@@ -139,4 +145,6 @@ def join(module: nn.Module) -> int:
         for names in GROUPS:
             if all(n in block for n in names) and all(n not in block.__dict__ for n in names):
                 joined += _join(block, names)
+    if joined:
+        mx.clear_cache()  # the separate arrays' buffers, which MLX would otherwise keep for reuse
     return joined

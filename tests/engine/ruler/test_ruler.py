@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
@@ -173,3 +174,11 @@ def test_an_auto_arm_runs_what_the_command_line_runs_where_drafts_cannot_pay(
     assert auto.arm == "ours auto" and auto.drafted == 0 and auto.rounds == 11 and auto.depth_used == []
     assert auto.token_ids == plain.token_ids  # the fast layout's plain text: the same engine, the same settings
     assert len(result.notes) == 1 and result.notes[0].startswith("ours auto: Speculation cannot pay on this machine")
+
+
+def test_a_report_with_no_draft_says_so_in_its_acceptance_chart(tmp_path):
+    """Depth 0 alone: the acceptance chart carries a sentence, not an empty legend (matplotlib warned)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        paths = report.write(_result([_rec("ours d0", "code", 20.0, 4.8, 96)]), tmp_path)
+    assert paths["acceptance"].read_bytes()[:4] == b"\x89PNG"

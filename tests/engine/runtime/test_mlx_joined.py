@@ -18,6 +18,7 @@ from test_mlx import PROMPT, VOCAB, build  # noqa: E402
 from test_mlx_hybrid import build_qwen35  # noqa: E402
 
 from engine.runtime.mlx import MlxModel, MlxOptions  # noqa: E402
+from engine.runtime.mlx.convert import mlx_folder_for  # noqa: E402
 from engine.runtime.mlx.joined import FAMILIES, join, joining  # noqa: E402
 
 LAYERS = 2
@@ -80,13 +81,16 @@ def test_each_family_joins_and_decodes_what_its_own_code_does(family, bits):
     assert join(module) == 2 * LAYERS
     assert mx.get_active_memory() - held < size / 100  # the joined arrays replaced the separate ones
     assert sum(v.nbytes for _, v in tree_flatten(module.parameters())) == size  # the names and sizes stay
+    attention, mlp = counted(module.layers[0].self_attn.q_proj), counted(module.layers[0].mlp.gate_proj)
     with joining():
         joined = logits(module, BATCHES)
+    assert attention == mlp == [len(BATCHES)]  # one matmul a batch for each group, its parts handed out
     plain = logits(module, BATCHES)
+    assert attention == mlp == [len(BATCHES)]  # outside joining(), the model's own projections
     for a, b, c in zip(own, joined, plain, strict=True):
         assert mx.array_equal(a, b) and mx.array_equal(a, c)
-    attention = module.layers[0].self_attn
-    assert attention.k_proj.weight.shape == attention.k_proj._own["weight"].shape  # read through
+    first = module.layers[0].self_attn
+    assert first.k_proj.weight.shape == first.k_proj._own["weight"].shape  # read through
     assert join(module) == 0  # once
 
 
@@ -106,9 +110,9 @@ def test_models_of_other_families_and_mixed_groups_are_left_as_they_are():
             assert mx.array_equal(a, b)
 
 
-def counted(module: nn.Module) -> list[int]:
-    """Count the joined q/k/v matmul's calls in the first layer."""
-    group = module.layers[0].self_attn.q_proj._group
+def counted(projection: object) -> list[int]:
+    """Count the calls of the joined matmul `projection` (a joined projection) is a slice of."""
+    group = projection._group  # type: ignore[attr-defined]
     layer, calls = group.layer, [0]
 
     def call(x: mx.array) -> mx.array:
@@ -125,7 +129,7 @@ def test_our_decodes_run_the_joined_matmul_and_mlx_lms_loop_its_own(options):
     the same module never does; both write the same tokens, as does a model loaded unjoined."""
     target = MlxModel(build(0), VOCAB, "target", options=options)
     assert target.joined_groups == 2 * LAYERS
-    calls = counted(target.module)
+    calls = counted(target.module.layers[0].self_attn.q_proj)
     ctx = target.new_context()
     row, _ = ctx.prefill(PROMPT)
     ours = [int(row.argmax())]
@@ -143,3 +147,20 @@ def test_our_decodes_run_the_joined_matmul_and_mlx_lms_loop_its_own(options):
     for _ in range(20):
         again.append(int(ctx.decode([again[-1]], False)[-1].argmax()))
     assert again == ours
+
+
+def test_real_weights_come_out_the_same_joined(smollm_path, tmp_path_factory):
+    """SmolLM2-135M's real weights, float32 and 4-bit: every logit of a prompt, plain steps and a
+    verify-sized batch the same to the bit joined as not."""
+    cache = tmp_path_factory.mktemp("mlx-joined")
+    for mode in ("f32", "4bit-f32"):
+        folder = mlx_folder_for(smollm_path, mode, cache=cache)
+        apart = MlxModel.load(folder, MlxOptions(joined_projections=False))
+        joined = MlxModel.load(folder)
+        assert apart.joined_groups == 0 and joined.joined_groups == 2 * len(joined.module.layers)
+        prompt = joined.tokenize("def fibonacci(n):\n    return")
+        batches = [prompt, [prompt[-1]], [prompt[-2]], [5, 6, 7, 8]]
+        with joining():
+            ours = logits(joined.module, batches)
+        for a, b in zip(logits(apart.module, batches), ours, strict=True):
+            assert mx.array_equal(a, b)
