@@ -84,6 +84,7 @@ class MlxContext(DeviceRows):
         self._cancelled: Callable[[], bool] | None = None  # while stoppable(): checked between chunks
         # Drafters that read the target's hidden states (engine.runtime.mlx.hidden): every decoded batch.
         self.observers = BatchTaps(model.module, model.name, options.compiles(), self.n_ctx, options.attention())
+        self.observers.joined = getattr(model, "joined_groups", 0) > 0  # nothing joined: no switch to flip
 
     @property
     def n_past(self) -> int:

@@ -106,7 +106,7 @@ class BatchTaps:
         self.hidden: mx.array | None = None  # the latest batch's last layer, normed, [1, n, width]
         self._waited = False  # the decode's own wait took the batch's arrays in (batch_arrays)
         self.compiled = CompiledForward(module, compiled, longest, attend)  # a short batch's decode
-        self.joined = True  # a model's joined projections run as one matmul each (engine.runtime.mlx.joined)
+        self.joined = False  # its model's joined projections run as one matmul each (engine.runtime.mlx.joined)
 
     @property
     def parts(self) -> Parts:
@@ -170,7 +170,9 @@ class BatchTaps:
 
     def forward(self, inputs: mx.array, cache: list[Any]) -> mx.array:
         """The model's logits for `inputs` ([1, n]); with observers, the batch's hidden states kept too."""
-        with joining(self.joined):
+        if not self.joined:  # a model with nothing joined (or a run asked without): its own code
+            return self._forward(inputs, cache)
+        with joining():
             return self._forward(inputs, cache)
 
     def _forward(self, inputs: mx.array, cache: list[Any]) -> mx.array:
