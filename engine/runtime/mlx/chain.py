@@ -114,7 +114,7 @@ def launch_chain(ctx: MlxContext, tokens: list[int], k: int, banned: tuple[int, 
     y = mx.array(tokens, dtype=mx.uint32)[None]
     rows, chosen = [], []
     for _ in range(k):
-        row, token = pick(ctx.observers.forward(y, cache)[0, -1], ban)
+        row, token = pick(ctx.observers.forward(y, cache, last=True)[0, -1], ban)
         rows.append(row)
         chosen.append(token)
         y = token.astype(mx.uint32).reshape(1, 1)

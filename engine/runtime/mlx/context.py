@@ -85,6 +85,7 @@ class MlxContext(DeviceRows):
         # Drafters that read the target's hidden states (engine.runtime.mlx.hidden): every decoded batch.
         self.observers = BatchTaps(model.module, model.name, options.compiles(), self.n_ctx, options.attention())
         self.observers.joined = getattr(model, "joined_groups", 0) > 0  # nothing joined: no switch to flip
+        self.observers.head_apart = bool(getattr(model, "head_apart", False))  # checked once a model, here
 
     @property
     def n_past(self) -> int:
@@ -159,7 +160,7 @@ class MlxContext(DeviceRows):
             t0 = time.perf_counter()
             with decode_errors(self.model.name):
                 if launched is None:
-                    logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache)
+                    logits = self.observers.forward(mx.array(chunk, dtype=mx.uint32)[None], cache, not all_logits)
                     waited = self._rows(logits, all_logits, ban) if last else None
                 else:  # the step the last decode launched on the device's guess: this token
                     logits, waited = launched.logits, launched.waited

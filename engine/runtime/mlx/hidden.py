@@ -107,12 +107,14 @@ class BatchTaps:
         self._waited = False  # the decode's own wait took the batch's arrays in (batch_arrays)
         self.compiled = CompiledForward(module, compiled, longest, attend)  # a short batch's decode
         self.joined = False  # its model's joined projections run as one matmul each (engine.runtime.mlx.joined)
+        self.head_apart = False  # its model's head may run on a batch's last row alone (MlxModel.head_apart)
 
     @property
     def parts(self) -> Parts:
         if self._parts is None:
             parts = Parts(self._module, self._name)
-            parts.check()
+            if not self.head_apart:  # else its model checked it before this context was made
+                parts.check()
             self._parts = parts
         return self._parts
 
@@ -168,29 +170,42 @@ class BatchTaps:
         finally:
             self._paused -= 1
 
-    def forward(self, inputs: mx.array, cache: list[Any]) -> mx.array:
-        """The model's logits for `inputs` ([1, n]); with observers, the batch's hidden states kept too."""
+    def forward(self, inputs: mx.array, cache: list[Any], last: bool = False) -> mx.array:
+        """The model's logits for `inputs` ([1, n]), or with `last` at least the last row's ([1, 1]
+        where the head can run apart: a prompt's chunk or a draft step of two tokens skips the
+        head's matmul over rows nobody reads, as mlx-lm's prefill does); with observers, the
+        batch's hidden states kept too."""
+        last = last and int(inputs.shape[1]) > 1 and self.head_apart
         if not self.joined:  # a model with nothing joined (or a run asked without): its own code
-            return self._forward(inputs, cache)
+            return self._forward(inputs, cache, last)
         with joining():
-            return self._forward(inputs, cache)
+            return self._forward(inputs, cache, last)
 
-    def _forward(self, inputs: mx.array, cache: list[Any]) -> mx.array:
-        if not self.listening:  # nothing reads the layers: the model's logits alone
+    def _forward(self, inputs: mx.array, cache: list[Any], last: bool) -> mx.array:
+        if not self.listening and not last:  # nothing reads the layers: the model's logits alone
             logits = self.compiled(inputs, cache)
             return self._module(inputs, cache=cache) if logits is None else logits
         parts = self.parts
-        layers = sorted(self._layers)
+        layers = sorted(self._layers) if self.listening else []
+        rows = slice(-1, None) if last else slice(None)
+
+        if not self.listening:  # the last row's logits alone
+
+            def head_last(x: mx.array, slots: list[Any]) -> tuple[mx.array, ...]:
+                return (parts.head(parts.inner(x, cache=slots)[:, rows]),)
+
+            out = self.compiled.run(inputs, cache, head_last, "last")
+            return parts.head(parts.inner(inputs, cache=cache)[:, rows]) if out is None else out[0]
 
         def body(x: mx.array, slots: list[Any]) -> tuple[mx.array, ...]:
             hidden, tapped = self._inner(parts, x, slots)
-            return (parts.head(hidden), hidden, *(tapped[i] for i in layers))
+            return (parts.head(hidden[:, rows]), hidden, *(tapped[i] for i in layers))
 
         # Compiled too where it applies: one trace set for each set of tapped layers.
-        out = self.compiled.run(inputs, cache, body, ("hidden", tuple(layers)))
+        out = self.compiled.run(inputs, cache, body, ("hidden", tuple(layers), last))
         if out is None:
             hidden, self.layer_out = self._inner(parts, inputs, cache)
-            logits = parts.head(hidden)
+            logits = parts.head(hidden[:, rows])
         else:
             logits, hidden, *tapped = out
             self.layer_out = dict(zip(layers, tapped, strict=True))

@@ -13,6 +13,7 @@ import mlx.nn as nn
 
 from engine.errors import ModelFileError
 from engine.runtime.mlx.context import MlxContext
+from engine.runtime.mlx.hidden import Parts
 from engine.runtime.mlx.joined import join
 from engine.runtime.mlx.options import MlxOptions
 from engine.runtime.mlx_check import check_folder, loader_errors
@@ -192,6 +193,18 @@ class MlxModel:
     def close(self) -> None:
         """Let go of the weights (MLX frees them once nothing else holds the module)."""
         self.module = None
+
+    @functools.cached_property
+    def head_apart(self) -> bool:
+        """Whether a decode that reads only its last row may run the head on that row alone
+        (hidden.BatchTaps.forward's `last`): the model's logits are its head over its decoder stack,
+        checked on one token (hidden.Parts.check), once, before any context decodes (a check inside a
+        decode would run under a hybrid's step recording). A model whose logits are more decodes whole."""
+        try:
+            Parts(self.module, self.name).check()
+        except Exception:  # refused, or its code will not run one token without a cache
+            return False
+        return True
 
     def new_context(self, max_rows: int = 1, kept_rows: int = 0, options: RunOptions | None = None) -> MlxContext:
         """A context of its own on this model (RuntimeModel.new_context); `kept_rows` is accepted
