@@ -2,7 +2,8 @@
 
 On the `--agree` pair of benchmarks/mlx_cuda.py (random bfloat16 folders of Qwen2.5 1.5B's and 0.5B's
 shapes, both final norms zero: every draft accepted at each model's real cost; `--small`: tiny shapes,
-a check of the script on any box), both loops write the same greedy ids after the same prompt:
+a check of the script on any box; `--target` and `--drafter`: two MLX folders of your own, e.g. SmolLM2's
+conversions), both loops write the same greedy ids after the same prompt (`--prompt`, a built-in's name):
 
 1. timing: the loops alternated (ours, mlx-lm's, ours with its short decodes uncompiled where they
    are compiled, and ours with each projection its own matmul where they are joined), `--repeats` rounds at each depth, each run after a warm-up, decode only; each of ours'
@@ -13,7 +14,7 @@ a check of the script on any box), both loops write the same greedy ids after th
    counted in the Python function that makes them).
 
     PYTHONPATH=. python benchmarks/mlx_pair_profile.py [--small] [--depths 0,2,4] [--tokens 128]
-        [--repeats 7] [--profile]
+        [--repeats 7] [--profile] [--target DIR --drafter DIR] [--prompt code]
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--profile", action="store_true", help="each loop once under cProfile, per depth")
     parser.add_argument("--top", type=int, default=18)
+    parser.add_argument("--target", type=Path, help="an MLX folder instead of the random pair (with --drafter)")
+    parser.add_argument("--drafter", type=Path, help="the drafter's MLX folder (with --target)")
+    parser.add_argument("--prompt", default="code", help="a built-in prompt's name (engine.ruler.prompts)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as where:  # the two folders are gigabytes at the real shapes
         return measure(args, Path(where))
@@ -66,12 +70,17 @@ def measure(args: argparse.Namespace, root: Path) -> int:
     import mlx.core as mx
 
     print(f"mlx {mx.__version__}, default device {mx.default_device()}", flush=True)
-    big, little, vocab = ("small", "small", 4096) if args.small else ("1.5b", "0.5b", VOCAB)
-    target = write_folder(root / "target", big, 0, "bfloat16", True, vocab)
-    drafter = write_folder(root / "drafter", little, 1, "bfloat16", True, vocab)
+    if (args.target is None) != (args.drafter is None):
+        raise SystemExit("--target and --drafter go together")
+    if args.target is not None:
+        target, drafter = args.target, args.drafter
+    else:
+        big, little, vocab = ("small", "small", 4096) if args.small else ("1.5b", "0.5b", VOCAB)
+        target = write_folder(root / "target", big, 0, "bfloat16", True, vocab)
+        drafter = write_folder(root / "drafter", little, 1, "bfloat16", True, vocab)
     engine = Engine.load(target, drafter, RuntimeOptions(n_ctx=4096), runtime="mlx")
     draft = engine.drafter
-    prompt = built_in(["code"])[0]
+    prompt = built_in([args.prompt])[0]
     ids = engine.tokenize_prompt(engine.render([Message("user", prompt.text)]))
     module = engine.target.module  # type: ignore[attr-defined]
     draft_module = draft.model.module  # type: ignore[union-attr]
