@@ -186,16 +186,15 @@ class BatchTaps:
             logits = self.compiled(inputs, cache)
             return self._module(inputs, cache=cache) if logits is None else logits
         parts = self.parts
-        layers = sorted(self._layers) if self.listening else []
-        rows = slice(-1, None) if last else slice(None)
-
         if not self.listening:  # the last row's logits alone
 
             def head_last(x: mx.array, slots: list[Any]) -> tuple[mx.array, ...]:
-                return (parts.head(parts.inner(x, cache=slots)[:, rows]),)
+                return (parts.head(parts.inner(x, cache=slots)[:, -1:]),)
 
             out = self.compiled.run(inputs, cache, head_last, "last")
-            return parts.head(parts.inner(inputs, cache=cache)[:, rows]) if out is None else out[0]
+            return head_last(inputs, cache)[0] if out is None else out[0]
+        layers = sorted(self._layers)
+        rows = slice(-1, None) if last else slice(None)
 
         def body(x: mx.array, slots: list[Any]) -> tuple[mx.array, ...]:
             hidden, tapped = self._inner(parts, x, slots)
